@@ -1,0 +1,212 @@
+//===- drt/DeviceManager.h - One device and its transfer interface -*- C++ -*-===//
+//
+// A DeviceManager is one accelerator. Its public interface is the contract of
+// docs/semantics.md: the transfer interface (transferToDevice,
+// transferFromDevice, releaseDeviceTensor), networks and runs, memory
+// accounting, shutdown. The framework implements the rules around residency
+// records here, once, for every backend; a backend implements the protected
+// hooks (allocate, free, copy, execute, ...) and its own accounting.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DRT_DEVICEMANAGER_H
+#define DRT_DEVICEMANAGER_H
+
+#include "drt/DeviceConfig.h"
+#include "drt/DeviceLocation.h"
+#include "drt/Error.h"
+#include "drt/ExecutionContext.h"
+#include "drt/Function.h"
+#include "drt/Tensor.h"
+
+#include <atomic>
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace drt {
+
+/// Called exactly once when an asynchronous operation completes, after the
+/// residency record has been updated, with the operation's outcome.
+using CompletionCallback = std::function<void(Error)>;
+
+/// One argument of a compiled run: the allocation and the byte offset of the
+/// placeholder's data in it (non-zero for views of a resident tensor).
+struct RunArgument {
+  DeviceLocation location;
+  uint64_t offsetBytes = 0;
+};
+
+/// A device. Public calls may be made from any thread, except that runFunction
+/// and the synchronous helpers block and so must not be called from inside a
+/// completion callback.
+class DeviceManager {
+public:
+  explicit DeviceManager(DeviceConfig config);
+  /// Derived classes must call shutdown() in their own destructor, while their
+  /// members still exist.
+  virtual ~DeviceManager();
+  DeviceManager(const DeviceManager &) = delete;
+  DeviceManager &operator=(const DeviceManager &) = delete;
+
+  /// Initialises the device (driver handles, kernels). Must succeed before any
+  /// other call.
+  virtual Error init() = 0;
+  /// What the backend declares it supports.
+  virtual Capabilities capabilities() const = 0;
+  /// The configuration it was created with.
+  const DeviceConfig &config() const { return config_; }
+  /// The device's name in messages.
+  const std::string &name() const { return config_.name; }
+  /// A one-line description of the real device behind it.
+  virtual std::string description() const { return name(); }
+
+  /// Device memory this manager may use (the budget), in bytes.
+  virtual uint64_t maximumMemory() const = 0;
+  /// Logical bytes in use: the exact sizes of live allocations.
+  virtual uint64_t usedMemory() const = 0;
+  /// maximumMemory() - usedMemory().
+  uint64_t availableMemory() const;
+  /// Physical bytes in use (alignment, pools): the backend's own measure.
+  virtual uint64_t physicalMemoryInUse() const = 0;
+  /// Number of live allocations.
+  virtual size_t liveAllocations() const = 0;
+  /// Counters of allocations, transfers, copies and runs.
+  virtual DeviceStats stats() const = 0;
+
+  //===--------------------------------------------------------------------===//
+  // The transfer interface.
+  //===--------------------------------------------------------------------===//
+
+  /// Makes \p tensor's record resident on this device. With no \p location the
+  /// backend allocates; a given location (from allocateDeviceMemory, of exactly
+  /// the storage's size) is taken over on success. A tensor resident on
+  /// another device is moved through the host; one already resident here
+  /// moves nothing. Errors: InvalidArgument for a partial view or a bad
+  /// location, OutOfMemory, NotSupported without resident tensors,
+  /// DeviceLost for a Lost record or a shut-down device, DeviceError.
+  void transferToDevice(Tensor &tensor, std::optional<DeviceLocation> location,
+                        CompletionCallback done);
+  /// Copies \p tensor's data from this device to host. With \p release the
+  /// device copy is freed and the record becomes Host, else it becomes
+  /// Mirrored. Success without work when the record is Host.
+  void transferFromDevice(Tensor &tensor, bool release,
+                          CompletionCallback done);
+  /// Frees \p tensor's device copy without copying back; the record becomes
+  /// Host with unspecified contents. Idempotent: a Host record is a success.
+  /// A Lost record becomes Host too. Waits for a pending operation first.
+  Error releaseDeviceTensor(Tensor &tensor);
+  /// Allocates \p bytes of device memory for a later transferToDevice.
+  Expected<DeviceLocation> allocateDeviceMemory(uint64_t bytes);
+  /// Frees a location from allocateDeviceMemory that no tensor took over.
+  /// A stale, unknown or double-released location is InvalidArgument and never
+  /// reaches the driver.
+  Error releaseDeviceMemory(DeviceLocation location);
+
+  //===--------------------------------------------------------------------===//
+  // Networks and runs.
+  //===--------------------------------------------------------------------===//
+
+  /// Verifies and prepares \p function under its name. InvalidArgument for a
+  /// malformed function or a name already added.
+  void addNetwork(Function function, CompletionCallback done);
+  /// Removes the network \p name; InvalidArgument when unknown.
+  void evictNetwork(const std::string &name, CompletionCallback done);
+  /// True when a network named \p name was added and not evicted.
+  bool hasNetwork(const std::string &name) const;
+  /// Runs network \p name on the tensors bound in \p context. Inputs resident
+  /// here are used in place, inputs on another device are moved here, host
+  /// inputs are copied into temporary device memory. Outputs stay resident
+  /// here (Device) unless the config says copyDeviceTensorsToHost. Blocks
+  /// while it stages inputs; completes asynchronously.
+  void runFunction(const std::string &name, ExecutionContext &context,
+                   CompletionCallback done);
+
+  //===--------------------------------------------------------------------===//
+  // Lifecycle and faults.
+  //===--------------------------------------------------------------------===//
+
+  /// Shuts the device down: every operation in flight completes exactly once
+  /// with DeviceLost, every record resident here becomes Lost, all device
+  /// memory is freed. Idempotent.
+  void shutdown();
+  /// True after shutdown().
+  bool isShutDown() const { return shutDown_.load(); }
+  /// Plans a fault (see FaultSpec). NotSupported unless the backend declares
+  /// faultInjection.
+  virtual Error injectFault(const FaultSpec &fault);
+  /// Failures of work the framework did on its own (releases from destructors
+  /// and from dropping Mirrored copies), taken out of the manager. A correct
+  /// backend leaves this empty.
+  std::vector<Error> takeBackgroundErrors();
+  /// Number of operations started and not yet completed.
+  size_t operationsInFlight() const;
+
+protected:
+  /// Allocates \p bytes, enforcing the budget: OutOfMemory naming the sizes.
+  virtual Expected<DeviceLocation> allocate(uint64_t bytes) = 0;
+  /// Frees \p location; InvalidArgument when stale or unknown.
+  virtual Error free(DeviceLocation location) = 0;
+  /// The size of the allocation at \p location; InvalidArgument when stale.
+  virtual Expected<uint64_t> allocationSize(DeviceLocation location) const = 0;
+  /// Copies \p bytes from host \p src to the start of \p dst. \p src stays
+  /// valid and unchanged until \p done is called, exactly once.
+  virtual void copyToDevice(DeviceLocation dst, const std::byte *src,
+                            uint64_t bytes, CompletionCallback done) = 0;
+  /// Copies \p bytes from the start of \p src to host \p dst; the data must be
+  /// in \p dst when \p done is called, exactly once.
+  virtual void copyFromDevice(DeviceLocation src, std::byte *dst,
+                              uint64_t bytes, CompletionCallback done) = 0;
+  /// Prepares a verified function (kernels were built at init).
+  virtual Error compileFunction(const Function &function) = 0;
+  /// Forgets a function prepared by compileFunction.
+  virtual void evictFunction(const std::string &name) = 0;
+  /// Executes \p function with one argument per placeholder, in placeholder
+  /// order, and calls \p done exactly once when its outputs are in place.
+  virtual void execute(const Function &function,
+                       std::vector<RunArgument> arguments,
+                       CompletionCallback done) = 0;
+  /// Stops the backend: waits for or cancels its work (completing each
+  /// pending operation exactly once) and frees all device memory.
+  virtual void shutdownBackend() = 0;
+
+private:
+  struct PendingOperation;
+  struct Network;
+  class RunState;
+
+  std::shared_ptr<PendingOperation> beginOperation(const char *what);
+  CompletionCallback completionFor(std::shared_ptr<PendingOperation> op,
+                                   CompletionCallback then);
+  void registerResident(const std::shared_ptr<TensorStorage> &storage);
+  void unregisterResident(const TensorStorage *storage);
+  void noteBackgroundError(Error error);
+  Error releaseFromRecord(DeviceLocation location, const std::string &what);
+  Error checkUsable(const Tensor &tensor, const char *operation) const;
+  void uploadHostRecord(std::shared_ptr<TensorStorage> storage,
+                        std::optional<DeviceLocation> location,
+                        std::string what, CompletionCallback done);
+  void finishRun(std::shared_ptr<RunState> run, Error error);
+
+  friend class TensorStorage;
+  friend class Tensor;
+
+  DeviceConfig config_;
+  std::atomic<bool> shutDown_{false};
+
+  mutable std::mutex mutex_;
+  std::unordered_map<const TensorStorage *, std::weak_ptr<TensorStorage>>
+      resident_;
+  std::vector<std::shared_ptr<PendingOperation>> pending_;
+  std::vector<Error> backgroundErrors_;
+  std::map<std::string, std::shared_ptr<const Function>> networks_;
+};
+
+} // namespace drt
+
+#endif // DRT_DEVICEMANAGER_H

@@ -1,0 +1,196 @@
+//===- drt/Tensor.h - Tensors, views and residency --------------*- C++ -*-===//
+//
+// A Tensor has a type, host storage (64-byte aligned) and a residency record
+// that says where its valid data lives. Views made by getUnowned() share the
+// owner's storage AND its residency record; both are reference counted, so a
+// view never dangles and device memory is released when the last tensor or
+// view referring to it goes away.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DRT_TENSOR_H
+#define DRT_TENSOR_H
+
+#include "drt/DeviceLocation.h"
+#include "drt/Error.h"
+#include "drt/Type.h"
+
+#include <condition_variable>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace drt {
+
+class DeviceManager;
+class TensorStorage;
+
+/// Where the valid copy of a record's data lives.
+enum class ResidencyState {
+  /// Host data valid; no device memory.
+  Host,
+  /// Valid data only on a device; host access is a violation.
+  Device,
+  /// Host and device copies are equal; host reads are allowed, the first
+  /// mutable host access drops the device copy.
+  Mirrored,
+  /// The device that held the data is gone; any data access is a violation
+  /// until the tensor is refilled from the host.
+  Lost,
+};
+
+/// The state's name as used in scenario files ("host", "device", ...).
+std::string_view residencyStateName(ResidencyState state);
+
+/// A consistent snapshot of a residency record.
+struct ResidencySnapshot {
+  ResidencyState state = ResidencyState::Host;
+  /// The device holding the data (Device and Mirrored), else nullptr.
+  DeviceManager *manager = nullptr;
+  /// The allocation on that device (Device and Mirrored), else null.
+  DeviceLocation location;
+  /// True while an asynchronous operation on the record is pending.
+  bool busy = false;
+};
+
+/// The residency record shared by a tensor and all its views. Only the
+/// framework changes it; everyone may observe it.
+class ResidencyRecord {
+public:
+  ResidencyRecord() = default;
+  ResidencyRecord(const ResidencyRecord &) = delete;
+  ResidencyRecord &operator=(const ResidencyRecord &) = delete;
+
+  /// The current state, manager, location and busy flag, read atomically.
+  ResidencySnapshot snapshot() const;
+  /// The current state.
+  ResidencyState state() const { return snapshot().state; }
+  /// Blocks until no asynchronous operation is pending on the record.
+  void waitUntilIdle() const;
+
+private:
+  friend class DeviceManager;
+  friend class Tensor;
+  friend class TensorStorage;
+
+  mutable std::mutex mutex_;
+  mutable std::condition_variable idle_;
+  ResidencyState state_ = ResidencyState::Host;
+  DeviceManager *manager_ = nullptr;
+  DeviceLocation location_;
+  bool busy_ = false;
+};
+
+/// A tensor: movable, not copyable. A moved-from tensor is empty; using it
+/// (other than assigning to it, destroying it or asking isEmpty()) is a
+/// violation.
+class Tensor {
+public:
+  /// An empty tensor.
+  Tensor() = default;
+  /// A zero-filled host tensor. An invalid type (no elements, or a size that
+  /// overflows) is a violation; use create() to get an Error instead.
+  Tensor(ElemKind kind, std::vector<size_t> dims, std::string name = {});
+  /// A zero-filled host tensor of \p type (see above).
+  explicit Tensor(Type type, std::string name = {});
+  /// Creates a zero-filled host tensor, or InvalidArgument naming the tensor
+  /// and the size when \p type has no elements or its size is impossible.
+  static Expected<Tensor> create(Type type, std::string name = {});
+
+  Tensor(const Tensor &) = delete;
+  Tensor &operator=(const Tensor &) = delete;
+  /// Takes over \p other's storage and record; \p other becomes empty.
+  Tensor(Tensor &&other) noexcept;
+  /// Drops this tensor's reference (releasing device memory if it was the
+  /// last one) and takes over \p other's. Self-move is a no-op.
+  Tensor &operator=(Tensor &&other) noexcept;
+  /// Drops this tensor's reference; the last reference releases device memory.
+  ~Tensor();
+
+  /// True for a default-constructed or moved-from tensor.
+  bool isEmpty() const { return storage_ == nullptr; }
+  /// The tensor's type (empty dims for an empty tensor).
+  const Type &type() const { return type_; }
+  /// The tensor's element kind.
+  ElemKind elemKind() const { return type_.kind; }
+  /// The tensor's shape.
+  const std::vector<size_t> &dims() const { return type_.dims; }
+  /// Bytes covered by this tensor (a view covers part of its storage).
+  size_t sizeInBytes() const { return isEmpty() ? 0 : type_.sizeInBytes(); }
+  /// The name used in messages.
+  const std::string &name() const { return name_; }
+  /// Renames the tensor (views get their own names).
+  void setName(std::string name) { name_ = std::move(name); }
+
+  /// True for a tensor made by getUnowned().
+  bool isView() const { return isView_; }
+  /// Byte offset of this tensor within its storage.
+  size_t offsetInBytes() const { return offset_; }
+  /// Bytes of the storage shared with views (the unit that moves to devices).
+  size_t storageSizeInBytes() const;
+  /// True when this tensor covers its whole storage (an owner or a full view):
+  /// only such tensors may be transferred or released.
+  bool coversStorage() const;
+
+  /// A view of \p dims elements starting \p offsetElements elements into this
+  /// tensor. It shares this tensor's storage and residency record. A view
+  /// outside this tensor is a ViewOutOfBounds violation.
+  Tensor getUnowned(std::vector<size_t> dims, size_t offsetElements = 0) const;
+  /// An independent copy: new storage, new Host record, contents copied.
+  /// Needs host-readable data (Host or Mirrored), else a violation.
+  Tensor clone() const;
+
+  /// The shared residency record; a violation for an empty tensor.
+  const ResidencyRecord &residency() const;
+  /// Shorthand for residency().snapshot().
+  ResidencySnapshot residencySnapshot() const { return residency().snapshot(); }
+  /// True when this tensor and \p other share one residency record.
+  bool sharesResidencyWith(const Tensor &other) const;
+
+  /// Read access to host data: allowed when Host or Mirrored (waiting for a
+  /// pending operation first), a violation when Device or Lost.
+  std::span<const std::byte> hostBytes() const;
+  /// Write access to host data: allowed when Host; when Mirrored the device
+  /// copy is released first and the record becomes Host; a violation when
+  /// Device or Lost.
+  std::span<std::byte> mutableHostBytes();
+  /// Typed read access (see hostBytes()); T must match the element size.
+  template <typename T> std::span<const T> hostData() const {
+    auto b = hostBytes();
+    return {reinterpret_cast<const T *>(b.data()), b.size() / sizeof(T)};
+  }
+  /// Typed write access (see mutableHostBytes()).
+  template <typename T> std::span<T> mutableHostData() {
+    auto b = mutableHostBytes();
+    return {reinterpret_cast<T *>(b.data()), b.size() / sizeof(T)};
+  }
+  /// Overwrites this tensor's host data with \p bytes, which must be exactly
+  /// sizeInBytes() long. Allowed when Host, Mirrored (device copy released) or
+  /// Lost (the record becomes Host: this is how a lost tensor is refilled; a
+  /// partial view cannot refill a lost record). A violation when Device.
+  Error refillFromHost(std::span<const std::byte> bytes);
+
+  /// Transfers this tensor's data back to host memory, releasing the device
+  /// copy, and waits. Success when already on host.
+  Error ensureOnHost();
+
+private:
+  friend class DeviceManager;
+  friend class TensorStorage;
+
+  void requireNonEmpty(const char *operation) const;
+  std::string describe() const;
+
+  std::shared_ptr<TensorStorage> storage_;
+  Type type_;
+  size_t offset_ = 0;
+  bool isView_ = false;
+  std::string name_;
+};
+
+} // namespace drt
+
+#endif // DRT_TENSOR_H

@@ -1,0 +1,41 @@
+//===- drt/Type.h - Element kinds and tensor types --------------*- C++ -*-===//
+#ifndef DRT_TYPE_H
+#define DRT_TYPE_H
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace drt {
+
+/// The element kinds a tensor can hold.
+enum class ElemKind { Float32, Int32, Int64, UInt8 };
+
+/// Bytes per element of \p kind.
+size_t elemSize(ElemKind kind);
+/// The kind's name as used in scenario files ("f32", "i32", "i64", "u8").
+std::string_view elemKindName(ElemKind kind);
+/// Parses a name produced by elemKindName.
+std::optional<ElemKind> parseElemKind(std::string_view name);
+
+/// A tensor type: an element kind and a shape.
+struct Type {
+  ElemKind kind = ElemKind::Float32;
+  std::vector<size_t> dims;
+
+  /// The product of the dimensions (1 for a scalar with no dimensions).
+  size_t numElements() const;
+  /// numElements() * elemSize(kind).
+  size_t sizeInBytes() const;
+  /// "f32[2x3]".
+  std::string toString() const;
+
+  friend bool operator==(const Type &, const Type &) = default;
+};
+
+} // namespace drt
+
+#endif // DRT_TYPE_H
