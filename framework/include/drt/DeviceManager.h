@@ -119,6 +119,8 @@ public:
   void evictNetwork(const std::string &name, CompletionCallback done);
   /// True when a network named \p name was added and not evicted.
   bool hasNetwork(const std::string &name) const;
+  /// The output placeholder names of network \p name (empty when unknown).
+  std::vector<std::string> outputsOf(const std::string &name) const;
   /// Runs network \p name on the tensors bound in \p context. Inputs resident
   /// here are used in place, inputs on another device are moved here, host
   /// inputs are copied into temporary device memory. Outputs stay resident
@@ -177,20 +179,28 @@ protected:
 
 private:
   struct PendingOperation;
-  struct Network;
-  class RunState;
+  struct RunState;
 
-  std::shared_ptr<PendingOperation> beginOperation(const char *what);
-  CompletionCallback completionFor(std::shared_ptr<PendingOperation> op,
-                                   CompletionCallback then);
-  void registerResident(const std::shared_ptr<TensorStorage> &storage);
+  std::shared_ptr<PendingOperation> beginOperation(std::string what,
+                                                   CompletionCallback then);
+  CompletionCallback completionFor(std::shared_ptr<PendingOperation> op);
+  void finishOperation(const std::shared_ptr<PendingOperation> &op, Error e);
+  void abandonAll();
+  bool registerResident(const std::shared_ptr<TensorStorage> &storage,
+                        DeviceLocation location);
   void unregisterResident(const TensorStorage *storage);
   void noteBackgroundError(Error error);
   Error releaseFromRecord(DeviceLocation location, const std::string &what);
-  Error checkUsable(const Tensor &tensor, const char *operation) const;
-  void uploadHostRecord(std::shared_ptr<TensorStorage> storage,
-                        std::optional<DeviceLocation> location,
-                        std::string what, CompletionCallback done);
+  Error checkTransferable(const Tensor &tensor, const char *operation) const;
+  void moveHere(std::shared_ptr<TensorStorage> storage,
+                std::optional<DeviceLocation> location,
+                CompletionCallback done);
+  void upload(std::shared_ptr<TensorStorage> storage,
+              std::optional<DeviceLocation> location, CompletionCallback done);
+  void fetchToHost(std::shared_ptr<TensorStorage> storage,
+                   DeviceLocation location, bool release,
+                   CompletionCallback done);
+  Error stageRun(RunState &run, ExecutionContext &context);
   void finishRun(std::shared_ptr<RunState> run, Error error);
 
   friend class TensorStorage;
@@ -202,6 +212,7 @@ private:
   mutable std::mutex mutex_;
   std::unordered_map<const TensorStorage *, std::weak_ptr<TensorStorage>>
       resident_;
+  std::unordered_map<uint64_t, const TensorStorage *> recordLocations_;
   std::vector<std::shared_ptr<PendingOperation>> pending_;
   std::vector<Error> backgroundErrors_;
   std::map<std::string, std::shared_ptr<const Function>> networks_;

@@ -76,6 +76,20 @@ private:
   friend class Tensor;
   friend class TensorStorage;
 
+  /// Waits (under \p lock of mutex_) until idle, then marks the record busy.
+  void acquire(std::unique_lock<std::mutex> &lock) {
+    idle_.wait(lock, [&] { return !busy_; });
+    busy_ = true;
+  }
+  /// Clears the busy flag and wakes the waiters.
+  void releaseBusy() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      busy_ = false;
+    }
+    idle_.notify_all();
+  }
+
   mutable std::mutex mutex_;
   mutable std::condition_variable idle_;
   ResidencyState state_ = ResidencyState::Host;

@@ -1,0 +1,796 @@
+//===- DeviceManager.cpp - The rules around residency records -------------===//
+//
+// Every rule of docs/semantics.md that concerns residency records is enforced
+// here, once, for every backend: partial views, busy records, moves between
+// devices, exactly-once completions, shutdown. Lock order: a record's mutex
+// may be held while taking the manager's mutex, never the other way round.
+//
+//===----------------------------------------------------------------------===//
+#include "drt/DeviceManager.h"
+#include "drt/SyncTransfer.h"
+#include "drt/Violation.h"
+
+#include "TensorStorage.h"
+
+#include <algorithm>
+#include <set>
+
+namespace drt {
+
+struct DeviceManager::PendingOperation {
+  std::string what;
+  CompletionCallback then;
+  std::atomic<bool> done{false};
+};
+
+struct DeviceManager::RunState {
+  std::shared_ptr<const Function> function;
+  CompletionCallback done;
+  /// The distinct records of every bound tensor, held busy during the run.
+  std::vector<std::shared_ptr<TensorStorage>> held;
+  /// Temporary device copies of host inputs.
+  std::vector<DeviceLocation> temporaries;
+  /// Output records and their locations.
+  struct Output {
+    std::shared_ptr<TensorStorage> storage;
+    DeviceLocation location;
+    bool allocatedForRun;
+    Tensor *tensor;
+  };
+  std::vector<Output> outputs;
+  std::vector<RunArgument> arguments;
+};
+
+DeviceManager::DeviceManager(DeviceConfig config) : config_(std::move(config)) {}
+
+DeviceManager::~DeviceManager() {
+  if (!shutDown_.exchange(true))
+    abandonAll();
+}
+
+uint64_t DeviceManager::availableMemory() const {
+  uint64_t max = maximumMemory(), used = usedMemory();
+  return used >= max ? 0 : max - used;
+}
+
+//===----------------------------------------------------------------------===//
+// Pending operations.
+//===----------------------------------------------------------------------===//
+
+std::shared_ptr<DeviceManager::PendingOperation>
+DeviceManager::beginOperation(std::string what, CompletionCallback then) {
+  auto op = std::make_shared<PendingOperation>();
+  op->what = std::move(what);
+  op->then = std::move(then);
+  std::lock_guard<std::mutex> lock(mutex_);
+  pending_.push_back(op);
+  return op;
+}
+
+CompletionCallback
+DeviceManager::completionFor(std::shared_ptr<PendingOperation> op) {
+  return [this, op = std::move(op)](Error e) {
+    finishOperation(op, std::move(e));
+  };
+}
+
+void DeviceManager::finishOperation(const std::shared_ptr<PendingOperation> &op,
+                                    Error e) {
+  if (op->done.exchange(true)) {
+    // After shutdown the framework completes operations itself, so a late
+    // completion from the backend is expected; before it, it is a bug.
+    if (!shutDown_)
+      noteBackgroundError(makeError(ErrorCode::DeviceError,
+                                    "device '" + name() + "' completed " +
+                                        op->what + " more than once"));
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    pending_.erase(std::remove(pending_.begin(), pending_.end(), op),
+                   pending_.end());
+  }
+  if (shutDown_ && e.isSuccess())
+    e = makeError(ErrorCode::DeviceLost, "device '" + name() +
+                                             "' was shut down during " +
+                                             op->what);
+  CompletionCallback then = std::move(op->then);
+  then(std::move(e));
+}
+
+size_t DeviceManager::operationsInFlight() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return pending_.size();
+}
+
+void DeviceManager::shutdown() {
+  if (shutDown_.exchange(true))
+    return;
+  shutdownBackend();
+  abandonAll();
+}
+
+void DeviceManager::abandonAll() {
+  std::vector<std::shared_ptr<PendingOperation>> left;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    left = pending_;
+  }
+  for (auto &op : left)
+    finishOperation(op, makeError(ErrorCode::DeviceLost,
+                                  "device '" + name() + "' was shut down during " +
+                                      op->what));
+  std::unordered_map<const TensorStorage *, std::weak_ptr<TensorStorage>> res;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    res.swap(resident_);
+    recordLocations_.clear();
+    networks_.clear();
+  }
+  for (auto &[raw, weak] : res) {
+    std::shared_ptr<TensorStorage> storage = weak.lock();
+    if (!storage)
+      continue;
+    ResidencyRecord &r = storage->record;
+    std::lock_guard<std::mutex> lock(r.mutex_);
+    if (r.manager_ != this)
+      continue;
+    // A mirrored record still has a valid host copy; a device-only one is lost.
+    r.state_ = r.state_ == ResidencyState::Mirrored ? ResidencyState::Host
+                                                    : ResidencyState::Lost;
+    r.manager_ = nullptr;
+    r.location_ = {};
+  }
+}
+
+Error DeviceManager::injectFault(const FaultSpec &) {
+  return makeError(ErrorCode::NotSupported,
+                   "device '" + name() + "' does not support fault injection");
+}
+
+std::vector<Error> DeviceManager::takeBackgroundErrors() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<Error> out;
+  out.swap(backgroundErrors_);
+  return out;
+}
+
+void DeviceManager::noteBackgroundError(Error error) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  backgroundErrors_.push_back(std::move(error));
+}
+
+//===----------------------------------------------------------------------===//
+// Resident records.
+//===----------------------------------------------------------------------===//
+
+bool DeviceManager::registerResident(
+    const std::shared_ptr<TensorStorage> &storage, DeviceLocation location) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (shutDown_)
+    return false;
+  resident_[storage.get()] = storage;
+  recordLocations_[location.value] = storage.get();
+  return true;
+}
+
+void DeviceManager::unregisterResident(const TensorStorage *storage) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  resident_.erase(storage);
+  for (auto it = recordLocations_.begin(); it != recordLocations_.end(); ++it)
+    if (it->second == storage) {
+      recordLocations_.erase(it);
+      break;
+    }
+}
+
+Error DeviceManager::releaseFromRecord(DeviceLocation location,
+                                       const std::string &what) {
+  Error e = free(location);
+  if (e.isSuccess() || shutDown_)
+    return Error::success();
+  return makeError(e.code(), "releasing the device copy of " + what + " at " +
+                                 location.toString() + " on device '" +
+                                 name() + "': " + e.message());
+}
+
+Error DeviceManager::checkTransferable(const Tensor &tensor,
+                                       const char *operation) const {
+  if (!tensor.coversStorage())
+    return makeError(ErrorCode::InvalidArgument,
+                     std::string(operation) + " of " + tensor.describe() +
+                         " on device '" + name() +
+                         "': a partial view cannot move residency; transfer "
+                         "its owner or a full view");
+  if (shutDown_)
+    return makeError(ErrorCode::DeviceLost, std::string(operation) + " of " +
+                                                tensor.describe() +
+                                                ": device '" + name() +
+                                                "' is shut down");
+  return Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// Transfers.
+//===----------------------------------------------------------------------===//
+
+void DeviceManager::transferToDevice(Tensor &tensor,
+                                     std::optional<DeviceLocation> location,
+                                     CompletionCallback done) {
+  tensor.requireNonEmpty("transferToDevice");
+  if (Error e = checkTransferable(tensor, "transferToDevice"))
+    return done(std::move(e));
+  if (!capabilities().residentTensors)
+    return done(makeError(ErrorCode::NotSupported,
+                          "transferToDevice of " + tensor.describe() +
+                              ": device '" + name() +
+                              "' does not keep tensors resident"));
+  std::shared_ptr<TensorStorage> storage = tensor.storage_;
+  {
+    std::unique_lock<std::mutex> lock(storage->record.mutex_);
+    storage->record.acquire(lock);
+  }
+  moveHere(storage, location,
+           [storage, done = std::move(done)](Error e) {
+             storage->record.releaseBusy();
+             done(std::move(e));
+           });
+}
+
+void DeviceManager::moveHere(std::shared_ptr<TensorStorage> storage,
+                             std::optional<DeviceLocation> location,
+                             CompletionCallback done) {
+  ResidencyRecord &r = storage->record;
+  std::unique_lock<std::mutex> lock(r.mutex_);
+  switch (r.state_) {
+  case ResidencyState::Lost:
+    lock.unlock();
+    return done(makeError(ErrorCode::DeviceLost,
+                          "transferToDevice of " + storage->describe() +
+                              " to device '" + name() +
+                              "': its device was lost; refill it from the "
+                              "host first"));
+  case ResidencyState::Device:
+  case ResidencyState::Mirrored: {
+    if (r.manager_ == this) {
+      DeviceLocation current = r.location_;
+      lock.unlock();
+      if (location && *location != current)
+        return done(makeError(ErrorCode::InvalidArgument,
+                              "transferToDevice of " + storage->describe() +
+                                  ": already resident on device '" + name() +
+                                  "' at " + current.toString() +
+                                  ", cannot take over " +
+                                  location->toString()));
+      return done(Error::success());
+    }
+    DeviceManager *other = r.manager_;
+    DeviceLocation old = r.location_;
+    if (r.state_ == ResidencyState::Mirrored) {
+      // The host copy is valid: drop the other device's copy and upload.
+      r.state_ = ResidencyState::Host;
+      r.manager_ = nullptr;
+      r.location_ = {};
+      lock.unlock();
+      other->unregisterResident(storage.get());
+      if (Error e = other->releaseFromRecord(old, storage->describe()))
+        other->noteBackgroundError(std::move(e));
+      return upload(std::move(storage), location, std::move(done));
+    }
+    lock.unlock();
+    other->fetchToHost(
+        storage, old, /*release=*/true,
+        [this, storage, location, done = std::move(done)](Error e) mutable {
+          if (e)
+            return done(std::move(e));
+          upload(std::move(storage), location, std::move(done));
+        });
+    return;
+  }
+  case ResidencyState::Host:
+    lock.unlock();
+    return upload(std::move(storage), location, std::move(done));
+  }
+}
+
+void DeviceManager::upload(std::shared_ptr<TensorStorage> storage,
+                           std::optional<DeviceLocation> location,
+                           CompletionCallback done) {
+  uint64_t bytes = storage->size();
+  std::string what = storage->describe();
+  DeviceLocation target;
+  bool allocated = false;
+  if (location) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (recordLocations_.count(location->value))
+        return done(makeError(ErrorCode::InvalidArgument,
+                              "transferToDevice of " + what + ": location " +
+                                  location->toString() + " on device '" +
+                                  name() + "' belongs to another tensor"));
+    }
+    Expected<uint64_t> size = allocationSize(*location);
+    if (!size)
+      return done(makeError(ErrorCode::InvalidArgument,
+                            "transferToDevice of " + what + ": location " +
+                                location->toString() +
+                                " is not a live allocation of device '" +
+                                name() + "'"));
+    if (*size != bytes)
+      return done(makeError(ErrorCode::InvalidArgument,
+                            "transferToDevice of " + what + ": location " +
+                                location->toString() + " on device '" +
+                                name() + "' holds " + std::to_string(*size) +
+                                " bytes, the tensor needs " +
+                                std::to_string(bytes)));
+    target = *location;
+  } else {
+    Expected<DeviceLocation> fresh = allocate(bytes);
+    if (!fresh)
+      return done(fresh.takeError());
+    target = *fresh;
+    allocated = true;
+  }
+  auto op = beginOperation(
+      "transferToDevice of " + what,
+      [this, storage, target, allocated, what,
+       done = std::move(done)](Error e) {
+        if (e.isSuccess()) {
+          ResidencyRecord &r = storage->record;
+          std::unique_lock<std::mutex> lock(r.mutex_);
+          if (registerResident(storage, target)) {
+            r.state_ = ResidencyState::Device;
+            r.manager_ = this;
+            r.location_ = target;
+            lock.unlock();
+            return done(Error::success());
+          }
+          e = makeError(ErrorCode::DeviceLost,
+                        "device '" + name() +
+                            "' was shut down during transferToDevice of " +
+                            what);
+        }
+        if (allocated)
+          if (Error fe = releaseFromRecord(target, what))
+            noteBackgroundError(std::move(fe));
+        done(std::move(e));
+      });
+  copyToDevice(target, storage->data(), bytes, completionFor(op));
+}
+
+void DeviceManager::fetchToHost(std::shared_ptr<TensorStorage> storage,
+                                DeviceLocation location, bool release,
+                                CompletionCallback done) {
+  std::string what = storage->describe();
+  auto op = beginOperation(
+      "transferFromDevice of " + what,
+      [this, storage, location, release, what,
+       done = std::move(done)](Error e) {
+        ResidencyRecord &r = storage->record;
+        std::unique_lock<std::mutex> lock(r.mutex_);
+        bool stillHere = r.manager_ == this && r.location_ == location;
+        if (e.isSuccess() && !stillHere)
+          e = makeError(ErrorCode::DeviceLost,
+                        "device '" + name() +
+                            "' was shut down during transferFromDevice of " +
+                            what);
+        if (e) {
+          if (e.code() == ErrorCode::DeviceLost && stillHere) {
+            r.state_ = ResidencyState::Lost;
+            r.manager_ = nullptr;
+            r.location_ = {};
+            lock.unlock();
+            unregisterResident(storage.get());
+          }
+          return done(std::move(e));
+        }
+        if (!release) {
+          r.state_ = ResidencyState::Mirrored;
+          lock.unlock();
+          return done(Error::success());
+        }
+        r.state_ = ResidencyState::Host;
+        r.manager_ = nullptr;
+        r.location_ = {};
+        lock.unlock();
+        unregisterResident(storage.get());
+        done(releaseFromRecord(location, what));
+      });
+  copyFromDevice(location, storage->data(), storage->size(), completionFor(op));
+}
+
+void DeviceManager::transferFromDevice(Tensor &tensor, bool release,
+                                       CompletionCallback done) {
+  tensor.requireNonEmpty("transferFromDevice");
+  if (!tensor.coversStorage())
+    return done(makeError(ErrorCode::InvalidArgument,
+                          "transferFromDevice of " + tensor.describe() +
+                              ": a partial view cannot move residency; "
+                              "transfer its owner or a full view"));
+  std::shared_ptr<TensorStorage> storage = tensor.storage_;
+  ResidencyRecord &r = storage->record;
+  std::unique_lock<std::mutex> lock(r.mutex_);
+  r.idle_.wait(lock, [&] { return !r.busy_; });
+  switch (r.state_) {
+  case ResidencyState::Host:
+    lock.unlock();
+    return done(Error::success());
+  case ResidencyState::Lost:
+    lock.unlock();
+    return done(makeError(ErrorCode::DeviceLost,
+                          "transferFromDevice of " + tensor.describe() +
+                              ": its device was lost"));
+  case ResidencyState::Device:
+  case ResidencyState::Mirrored:
+    break;
+  }
+  if (r.manager_ != this) {
+    std::string other = r.manager_->name();
+    lock.unlock();
+    return done(makeError(ErrorCode::InvalidArgument,
+                          "transferFromDevice of " + tensor.describe() +
+                              " from device '" + name() +
+                              "': it is resident on device '" + other + "'"));
+  }
+  DeviceLocation location = r.location_;
+  if (r.state_ == ResidencyState::Mirrored) {
+    if (!release) {
+      lock.unlock();
+      return done(Error::success());
+    }
+    r.state_ = ResidencyState::Host;
+    r.manager_ = nullptr;
+    r.location_ = {};
+    lock.unlock();
+    unregisterResident(storage.get());
+    return done(releaseFromRecord(location, storage->describe()));
+  }
+  r.busy_ = true;
+  lock.unlock();
+  fetchToHost(storage, location, release,
+              [storage, done = std::move(done)](Error e) {
+                storage->record.releaseBusy();
+                done(std::move(e));
+              });
+}
+
+Error DeviceManager::releaseDeviceTensor(Tensor &tensor) {
+  tensor.requireNonEmpty("releaseDeviceTensor");
+  if (!tensor.coversStorage())
+    return makeError(ErrorCode::InvalidArgument,
+                     "releaseDeviceTensor of " + tensor.describe() +
+                         ": a partial view cannot release residency");
+  std::shared_ptr<TensorStorage> storage = tensor.storage_;
+  ResidencyRecord &r = storage->record;
+  std::unique_lock<std::mutex> lock(r.mutex_);
+  r.idle_.wait(lock, [&] { return !r.busy_; });
+  switch (r.state_) {
+  case ResidencyState::Host:
+    return Error::success();
+  case ResidencyState::Lost:
+    r.state_ = ResidencyState::Host;
+    return Error::success();
+  case ResidencyState::Device:
+  case ResidencyState::Mirrored:
+    break;
+  }
+  if (r.manager_ != this)
+    return makeError(ErrorCode::InvalidArgument,
+                     "releaseDeviceTensor of " + tensor.describe() +
+                         " on device '" + name() +
+                         "': it is resident on device '" + r.manager_->name() +
+                         "'");
+  DeviceLocation location = r.location_;
+  r.state_ = ResidencyState::Host;
+  r.manager_ = nullptr;
+  r.location_ = {};
+  lock.unlock();
+  unregisterResident(storage.get());
+  return releaseFromRecord(location, storage->describe());
+}
+
+Expected<DeviceLocation> DeviceManager::allocateDeviceMemory(uint64_t bytes) {
+  if (shutDown_)
+    return makeError(ErrorCode::DeviceLost,
+                     "allocateDeviceMemory(" + std::to_string(bytes) +
+                         "): device '" + name() + "' is shut down");
+  if (bytes == 0)
+    return makeError(ErrorCode::InvalidArgument,
+                     "allocateDeviceMemory on device '" + name() +
+                         "': size 0");
+  if (!capabilities().residentTensors)
+    return makeError(ErrorCode::NotSupported,
+                     "allocateDeviceMemory on device '" + name() +
+                         "': the device does not keep tensors resident");
+  return allocate(bytes);
+}
+
+Error DeviceManager::releaseDeviceMemory(DeviceLocation location) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (recordLocations_.count(location.value))
+      return makeError(ErrorCode::InvalidArgument,
+                       "releaseDeviceMemory(" + location.toString() +
+                           ") on device '" + name() +
+                           "': the location belongs to a tensor; release the "
+                           "tensor instead");
+  }
+  if (shutDown_)
+    return makeError(ErrorCode::InvalidArgument,
+                     "releaseDeviceMemory(" + location.toString() +
+                         "): device '" + name() +
+                         "' is shut down and its locations are gone");
+  if (Error e = free(location))
+    return makeError(e.code(), "releaseDeviceMemory(" + location.toString() +
+                                   ") on device '" + name() +
+                                   "': " + e.message());
+  return Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// Networks and runs.
+//===----------------------------------------------------------------------===//
+
+void DeviceManager::addNetwork(Function function, CompletionCallback done) {
+  if (shutDown_)
+    return done(makeError(ErrorCode::DeviceLost,
+                          "addNetwork '" + function.name() + "': device '" +
+                              name() + "' is shut down"));
+  if (Error e = function.verify())
+    return done(std::move(e));
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (networks_.count(function.name()))
+      return done(makeError(ErrorCode::InvalidArgument,
+                            "addNetwork: network '" + function.name() +
+                                "' is already on device '" + name() + "'"));
+  }
+  if (Error e = compileFunction(function))
+    return done(std::move(e));
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    networks_[function.name()] =
+        std::make_shared<const Function>(std::move(function));
+  }
+  done(Error::success());
+}
+
+void DeviceManager::evictNetwork(const std::string &name,
+                                 CompletionCallback done) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!networks_.erase(name))
+      return done(makeError(ErrorCode::InvalidArgument,
+                            "evictNetwork: no network '" + name +
+                                "' on device '" + this->name() + "'"));
+  }
+  evictFunction(name);
+  done(Error::success());
+}
+
+bool DeviceManager::hasNetwork(const std::string &name) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return networks_.count(name) != 0;
+}
+
+std::vector<std::string>
+DeviceManager::outputsOf(const std::string &name) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = networks_.find(name);
+  if (it == networks_.end())
+    return {};
+  return it->second->outputNames();
+}
+
+void DeviceManager::runFunction(const std::string &name,
+                                ExecutionContext &context,
+                                CompletionCallback done) {
+  if (shutDown_)
+    return done(makeError(ErrorCode::DeviceLost, "run of network '" + name +
+                                                     "': device '" +
+                                                     this->name() +
+                                                     "' is shut down"));
+  auto run = std::make_shared<RunState>();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = networks_.find(name);
+    if (it == networks_.end())
+      return done(makeError(ErrorCode::InvalidArgument,
+                            "run: no network '" + name + "' on device '" +
+                                this->name() + "'"));
+    run->function = it->second;
+  }
+  context.setLastNetwork(name);
+  run->done = std::move(done);
+  if (Error e = stageRun(*run, context))
+    return finishRun(run, std::move(e));
+  auto op = beginOperation("run of network '" + name + "'",
+                           [this, run](Error e) { finishRun(run, std::move(e)); });
+  execute(*run->function, run->arguments, completionFor(op));
+}
+
+Error DeviceManager::stageRun(RunState &run, ExecutionContext &context) {
+  const Function &fn = *run.function;
+  const auto &placeholders = fn.placeholders();
+  std::string where = "run of network '" + fn.name() + "' on device '" +
+                      name() + "'";
+  std::vector<Tensor *> bound(placeholders.size());
+  for (size_t i = 0; i < placeholders.size(); ++i) {
+    const Placeholder &p = placeholders[i];
+    Tensor *t = context.bindings().get(p.name);
+    if (!t)
+      return makeError(ErrorCode::InvalidArgument,
+                       where + ": placeholder '" + p.name + "' is not bound");
+    t->requireNonEmpty("runFunction");
+    if (t->type() != p.type)
+      return makeError(ErrorCode::InvalidArgument,
+                       where + ": placeholder '" + p.name + "' is " +
+                           p.type.toString() + ", the bound " + t->describe() +
+                           " is not");
+    bound[i] = t;
+  }
+  for (size_t i = 0; i < placeholders.size(); ++i) {
+    if (!fn.isOutput(placeholders[i].name))
+      continue;
+    if (!bound[i]->coversStorage())
+      return makeError(ErrorCode::InvalidArgument,
+                       where + ": output '" + placeholders[i].name +
+                           "' is bound to a partial view");
+    for (size_t j = 0; j < placeholders.size(); ++j)
+      if (j != i && bound[j]->sharesResidencyWith(*bound[i]))
+        return makeError(ErrorCode::InvalidArgument,
+                         where + ": output '" + placeholders[i].name +
+                             "' shares its storage with placeholder '" +
+                             placeholders[j].name + "'");
+  }
+  // Hold every distinct record busy for the whole run.
+  for (Tensor *t : bound) {
+    if (std::find(run.held.begin(), run.held.end(), t->storage_) !=
+        run.held.end())
+      continue;
+    std::unique_lock<std::mutex> lock(t->storage_->record.mutex_);
+    t->storage_->record.acquire(lock);
+    run.held.push_back(t->storage_);
+  }
+
+  bool keepsResident = capabilities().residentTensors;
+  run.arguments.resize(placeholders.size());
+  for (size_t i = 0; i < placeholders.size(); ++i) {
+    Tensor &t = *bound[i];
+    std::shared_ptr<TensorStorage> storage = t.storage_;
+    ResidencySnapshot s = storage->record.snapshot();
+    if (fn.isOutput(placeholders[i].name)) {
+      if ((s.state == ResidencyState::Device ||
+           s.state == ResidencyState::Mirrored) &&
+          s.manager == this) {
+        run.outputs.push_back({storage, s.location, false, &t});
+        run.arguments[i] = {s.location, 0};
+        continue;
+      }
+      if (s.state == ResidencyState::Device ||
+          s.state == ResidencyState::Mirrored) {
+        // The run overwrites the output: its copy elsewhere is dropped.
+        {
+          std::lock_guard<std::mutex> lock(storage->record.mutex_);
+          storage->record.state_ = ResidencyState::Host;
+          storage->record.manager_ = nullptr;
+          storage->record.location_ = {};
+        }
+        s.manager->unregisterResident(storage.get());
+        if (Error e = s.manager->releaseFromRecord(s.location,
+                                                   storage->describe()))
+          s.manager->noteBackgroundError(std::move(e));
+      }
+      Expected<DeviceLocation> loc = allocate(storage->size());
+      if (!loc)
+        return loc.takeError();
+      run.outputs.push_back({storage, *loc, true, &t});
+      run.arguments[i] = {*loc, 0};
+      continue;
+    }
+    if (s.state == ResidencyState::Lost)
+      return makeError(ErrorCode::DeviceLost,
+                       where + ": input '" + placeholders[i].name + "' (" +
+                           t.describe() + ") was lost with its device");
+    if (s.state == ResidencyState::Device && s.manager != this) {
+      // Inputs on another device move here (or, without resident tensors,
+      // come back to host and are copied in below).
+      Error e = waitForCompletion([&](CompletionCallback cb) {
+        if (keepsResident)
+          moveHere(storage, std::nullopt, std::move(cb));
+        else
+          s.manager->fetchToHost(storage, s.location, true, std::move(cb));
+      });
+      if (e)
+        return e;
+      s = storage->record.snapshot();
+    }
+    if ((s.state == ResidencyState::Device ||
+         s.state == ResidencyState::Mirrored) &&
+        s.manager == this) {
+      run.arguments[i] = {s.location, t.offsetInBytes()};
+      continue;
+    }
+    Expected<DeviceLocation> temp = allocate(t.sizeInBytes());
+    if (!temp)
+      return temp.takeError();
+    run.temporaries.push_back(*temp);
+    Error e = waitForCompletion([&](CompletionCallback cb) {
+      auto op = beginOperation("copy-in of input '" + placeholders[i].name +
+                                   "' for " + where,
+                               std::move(cb));
+      copyToDevice(*temp, storage->data() + t.offsetInBytes(), t.sizeInBytes(),
+                   completionFor(op));
+    });
+    if (e)
+      return e;
+    run.arguments[i] = {*temp, 0};
+  }
+  return Error::success();
+}
+
+void DeviceManager::finishRun(std::shared_ptr<RunState> run, Error error) {
+  for (DeviceLocation temp : run->temporaries)
+    if (Error e = releaseFromRecord(temp, "a run's input copy"))
+      noteBackgroundError(std::move(e));
+  if (error.isSuccess()) {
+    for (auto &out : run->outputs) {
+      ResidencyRecord &r = out.storage->record;
+      std::unique_lock<std::mutex> lock(r.mutex_);
+      if (!registerResident(out.storage, out.location)) {
+        error = makeError(ErrorCode::DeviceLost,
+                          "device '" + name() + "' was shut down during a run");
+        break;
+      }
+      r.state_ = ResidencyState::Device;
+      r.manager_ = this;
+      r.location_ = out.location;
+    }
+  }
+  if (error) {
+    for (auto &out : run->outputs) {
+      ResidencyRecord &r = out.storage->record;
+      std::unique_lock<std::mutex> lock(r.mutex_);
+      if (!out.allocatedForRun) {
+        // The run may have written part of it: the host copy is stale.
+        if (r.state_ == ResidencyState::Mirrored)
+          r.state_ = ResidencyState::Device;
+        continue;
+      }
+      if (r.state_ == ResidencyState::Device)
+        continue;
+      lock.unlock();
+      if (Error e = releaseFromRecord(out.location, out.storage->describe()))
+        noteBackgroundError(std::move(e));
+    }
+  }
+  for (auto &held : run->held)
+    held->record.releaseBusy();
+  bool toHost = config_.copyDeviceTensorsToHost ||
+                !capabilities().residentTensors;
+  if (error || !toHost || run->outputs.empty())
+    return run->done(std::move(error));
+  // Bring every output back, then report once.
+  struct Gather {
+    std::mutex mutex;
+    size_t left;
+    Error first;
+    CompletionCallback done;
+  };
+  auto gather = std::make_shared<Gather>();
+  gather->left = run->outputs.size();
+  gather->done = std::move(run->done);
+  for (auto &out : run->outputs)
+    transferFromDevice(*out.tensor, /*release=*/true, [gather](Error e) {
+      std::unique_lock<std::mutex> lock(gather->mutex);
+      if (e && gather->first.isSuccess())
+        gather->first = std::move(e);
+      if (--gather->left)
+        return;
+      Error result = std::move(gather->first);
+      lock.unlock();
+      gather->done(std::move(result));
+    });
+}
+
+} // namespace drt

@@ -1,0 +1,124 @@
+//===- Function.cpp - The function model and its bindings -----------------===//
+#include "drt/ExecutionContext.h"
+#include "drt/Function.h"
+
+#include <cmath>
+#include <set>
+
+namespace drt {
+
+Function &Function::addPlaceholder(std::string name, Type type) {
+  placeholders_.push_back({std::move(name), std::move(type)});
+  return *this;
+}
+
+Function &Function::addNode(Node node) {
+  nodes_.push_back(std::move(node));
+  return *this;
+}
+
+const Placeholder *Function::findPlaceholder(std::string_view name) const {
+  int i = placeholderIndex(name);
+  return i < 0 ? nullptr : &placeholders_[i];
+}
+
+int Function::placeholderIndex(std::string_view name) const {
+  for (size_t i = 0; i < placeholders_.size(); ++i)
+    if (placeholders_[i].name == name)
+      return static_cast<int>(i);
+  return -1;
+}
+
+bool Function::isOutput(std::string_view name) const {
+  for (const Node &n : nodes_)
+    if (n.output == name)
+      return true;
+  return false;
+}
+
+std::vector<std::string> Function::outputNames() const {
+  std::vector<std::string> out;
+  for (const Placeholder &p : placeholders_)
+    if (isOutput(p.name))
+      out.push_back(p.name);
+  return out;
+}
+
+std::vector<std::string> Function::inputNames() const {
+  std::vector<std::string> out;
+  for (const Placeholder &p : placeholders_)
+    if (!isOutput(p.name))
+      out.push_back(p.name);
+  return out;
+}
+
+Error Function::verify() const {
+  auto fail = [&](const std::string &what) {
+    return makeError(ErrorCode::InvalidArgument,
+                     "function '" + name_ + "': " + what);
+  };
+  if (name_.empty())
+    return fail("has no name");
+  std::set<std::string> names;
+  for (const Placeholder &p : placeholders_) {
+    if (p.name.empty())
+      return fail("a placeholder has no name");
+    if (!names.insert(p.name).second)
+      return fail("placeholder '" + p.name + "' is declared twice");
+    if (p.type.kind != ElemKind::Float32 && p.type.kind != ElemKind::Int32)
+      return fail("placeholder '" + p.name + "' has type " +
+                  p.type.toString() + "; only f32 and i32 are supported");
+    if (p.type.dims.empty() || p.type.numElements() == 0)
+      return fail("placeholder '" + p.name + "' has no elements");
+  }
+  if (nodes_.empty())
+    return fail("has no nodes");
+  std::set<std::string> written;
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    const Node &n = nodes_[i];
+    std::string where = "node " + std::to_string(i) + " (" +
+                        std::string(opKindName(n.op)) + ")";
+    const Placeholder *out = findPlaceholder(n.output);
+    if (!out)
+      return fail(where + " writes unknown placeholder '" + n.output + "'");
+    if (n.inputs.size() != opArity(n.op))
+      return fail(where + " has " + std::to_string(n.inputs.size()) +
+                  " inputs, expected " + std::to_string(opArity(n.op)));
+    for (const std::string &in : n.inputs) {
+      const Placeholder *p = findPlaceholder(in);
+      if (!p)
+        return fail(where + " reads unknown placeholder '" + in + "'");
+      if (p->type != out->type)
+        return fail(where + " reads '" + in + "' of type " +
+                    p->type.toString() + " but writes '" + n.output +
+                    "' of type " + out->type.toString());
+      if (isOutput(in) && !written.count(in))
+        return fail(where + " reads output '" + in +
+                    "' before a node writes it");
+      if (in == n.output)
+        return fail(where + " reads and writes '" + in + "'");
+    }
+    if (!written.insert(n.output).second)
+      return fail("placeholder '" + n.output + "' is written by two nodes");
+    if (n.op == OpKind::Scale && out->type.kind == ElemKind::Int32 &&
+        (n.factor != std::floor(n.factor) || std::fabs(n.factor) > 2147483647.0))
+      return fail(where + " scales i32 by non-integral factor " +
+                  std::to_string(n.factor));
+    if (n.op == OpKind::Scale && !std::isfinite(n.factor))
+      return fail(where + " has a non-finite factor");
+  }
+  return Error::success();
+}
+
+Tensor &PlaceholderBindings::allocate(const std::string &name, Type type) {
+  owned_.emplace_back(std::move(type), name);
+  map_[name] = &owned_.back();
+  return owned_.back();
+}
+
+Tensor *PlaceholderBindings::get(const std::string &name) const {
+  auto it = map_.find(name);
+  return it == map_.end() ? nullptr : it->second;
+}
+
+} // namespace drt

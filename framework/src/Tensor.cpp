@@ -1,0 +1,284 @@
+//===- Tensor.cpp - Tensors, views and host access -------------------------===//
+#include "drt/Tensor.h"
+#include "drt/DeviceManager.h"
+#include "drt/SyncTransfer.h"
+#include "drt/Violation.h"
+
+#include "TensorStorage.h"
+
+#include <cstring>
+#include <limits>
+#include <new>
+
+namespace drt {
+
+namespace {
+/// Sizes past this are impossible for any device drt targets; refusing them
+/// early keeps every size computation far from overflow.
+constexpr size_t MaxTensorBytes = size_t(1) << 46;
+
+/// Empty when \p type is valid, else why not.
+std::string typeProblem(const Type &type) {
+  if (type.dims.empty())
+    return "has no dimensions";
+  size_t elements = 1;
+  for (size_t d : type.dims) {
+    if (d == 0)
+      return "has a zero dimension";
+    if (elements > MaxTensorBytes / d)
+      return "is larger than " + std::to_string(MaxTensorBytes) + " bytes";
+    elements *= d;
+  }
+  if (elements > MaxTensorBytes / elemSize(type.kind))
+    return "is larger than " + std::to_string(MaxTensorBytes) + " bytes";
+  return {};
+}
+} // namespace
+
+std::string_view residencyStateName(ResidencyState state) {
+  switch (state) {
+  case ResidencyState::Host:
+    return "host";
+  case ResidencyState::Device:
+    return "device";
+  case ResidencyState::Mirrored:
+    return "mirrored";
+  case ResidencyState::Lost:
+    return "lost";
+  }
+  return "?";
+}
+
+ResidencySnapshot ResidencyRecord::snapshot() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return {state_, manager_, location_, busy_};
+}
+
+void ResidencyRecord::waitUntilIdle() const {
+  std::unique_lock<std::mutex> lock(mutex_);
+  idle_.wait(lock, [&] { return !busy_; });
+}
+
+TensorStorage::TensorStorage(size_t bytes, std::string name)
+    : data_(static_cast<std::byte *>(
+          ::operator new[](bytes, std::align_val_t(Alignment)))),
+      size_(bytes), name_(std::move(name)) {
+  std::memset(data_.get(), 0, bytes);
+}
+
+TensorStorage::~TensorStorage() {
+  // No operation can be pending: every pending operation holds a reference.
+  ResidencySnapshot s = record.snapshot();
+  if (s.state != ResidencyState::Device && s.state != ResidencyState::Mirrored)
+    return;
+  s.manager->unregisterResident(this);
+  if (Error e = s.manager->releaseFromRecord(s.location, describe()))
+    s.manager->noteBackgroundError(std::move(e));
+}
+
+std::string TensorStorage::describe() const {
+  return "tensor '" + name_ + "' (" + std::to_string(size_) + " bytes)";
+}
+
+Tensor::Tensor(ElemKind kind, std::vector<size_t> dims, std::string name)
+    : Tensor(Type{kind, std::move(dims)}, std::move(name)) {}
+
+Tensor::Tensor(Type type, std::string name)
+    : type_(std::move(type)), name_(std::move(name)) {
+  std::string problem = typeProblem(type_);
+  if (!problem.empty())
+    reportViolation(ViolationKind::InvalidTensorType,
+                    "tensor '" + name_ + "' of type " + type_.toString() + " " +
+                        problem);
+  storage_ = std::make_shared<TensorStorage>(type_.sizeInBytes(), name_);
+}
+
+Expected<Tensor> Tensor::create(Type type, std::string name) {
+  std::string problem = typeProblem(type);
+  if (!problem.empty())
+    return makeError(ErrorCode::InvalidArgument,
+                     "cannot create tensor '" + name + "': type " +
+                         type.toString() + " " + problem);
+  try {
+    return Tensor(std::move(type), std::move(name));
+  } catch (const std::bad_alloc &) {
+    return makeError(ErrorCode::OutOfMemory,
+                     "cannot create tensor '" + name +
+                         "': host allocation failed");
+  }
+}
+
+Tensor::Tensor(Tensor &&other) noexcept
+    : storage_(std::move(other.storage_)), type_(std::move(other.type_)),
+      offset_(other.offset_), isView_(other.isView_),
+      name_(std::move(other.name_)) {
+  other.type_ = Type{};
+  other.offset_ = 0;
+  other.isView_ = false;
+}
+
+Tensor &Tensor::operator=(Tensor &&other) noexcept {
+  if (this == &other)
+    return *this;
+  // Dropping the old reference first releases the target's device memory
+  // (when it was the last reference) before the new contents arrive.
+  storage_.reset();
+  storage_ = std::move(other.storage_);
+  type_ = std::move(other.type_);
+  offset_ = other.offset_;
+  isView_ = other.isView_;
+  name_ = std::move(other.name_);
+  other.type_ = Type{};
+  other.offset_ = 0;
+  other.isView_ = false;
+  return *this;
+}
+
+Tensor::~Tensor() = default;
+
+void Tensor::requireNonEmpty(const char *operation) const {
+  if (isEmpty())
+    reportViolation(ViolationKind::UseOfMovedFrom,
+                    std::string(operation) +
+                        " on an empty (moved-from) tensor '" + name_ + "'");
+}
+
+std::string Tensor::describe() const {
+  return "tensor '" + name_ + "' (" + type_.toString() + ", " +
+         std::to_string(sizeInBytes()) + " bytes)";
+}
+
+size_t Tensor::storageSizeInBytes() const {
+  return storage_ ? storage_->size() : 0;
+}
+
+bool Tensor::coversStorage() const {
+  return storage_ && offset_ == 0 && sizeInBytes() == storage_->size();
+}
+
+Tensor Tensor::getUnowned(std::vector<size_t> dims,
+                          size_t offsetElements) const {
+  requireNonEmpty("getUnowned");
+  Type viewType{type_.kind, std::move(dims)};
+  std::string problem = typeProblem(viewType);
+  size_t elements = type_.numElements();
+  if (problem.empty() && (offsetElements > elements ||
+                          viewType.numElements() > elements - offsetElements))
+    problem = "does not fit";
+  if (!problem.empty())
+    reportViolation(ViolationKind::ViewOutOfBounds,
+                    "view " + viewType.toString() + " at element " +
+                        std::to_string(offsetElements) + " of " + describe() +
+                        ": " + problem);
+  Tensor view;
+  view.storage_ = storage_;
+  view.type_ = std::move(viewType);
+  view.offset_ = offset_ + offsetElements * elemSize(type_.kind);
+  view.isView_ = true;
+  view.name_ = name_;
+  return view;
+}
+
+Tensor Tensor::clone() const {
+  auto bytes = hostBytes();
+  Tensor copy(type_, name_);
+  std::memcpy(copy.storage_->data(), bytes.data(), bytes.size());
+  return copy;
+}
+
+const ResidencyRecord &Tensor::residency() const {
+  requireNonEmpty("residency");
+  return storage_->record;
+}
+
+bool Tensor::sharesResidencyWith(const Tensor &other) const {
+  return storage_ && storage_ == other.storage_;
+}
+
+std::span<const std::byte> Tensor::hostBytes() const {
+  requireNonEmpty("host read");
+  ResidencyRecord &r = storage_->record;
+  std::unique_lock<std::mutex> lock(r.mutex_);
+  r.idle_.wait(lock, [&] { return !r.busy_; });
+  if (r.state_ == ResidencyState::Device)
+    reportViolation(ViolationKind::HostAccessWhileOnDevice,
+                    "host read of " + describe() + " while its data is on " +
+                        r.manager_->name() + " only");
+  if (r.state_ == ResidencyState::Lost)
+    reportViolation(ViolationKind::HostAccessWhileLost,
+                    "host read of " + describe() +
+                        " whose device was lost; refill it from the host");
+  return {storage_->data() + offset_, sizeInBytes()};
+}
+
+std::span<std::byte> Tensor::mutableHostBytes() {
+  requireNonEmpty("host write");
+  ResidencyRecord &r = storage_->record;
+  std::unique_lock<std::mutex> lock(r.mutex_);
+  r.idle_.wait(lock, [&] { return !r.busy_; });
+  if (r.state_ == ResidencyState::Device)
+    reportViolation(ViolationKind::HostAccessWhileOnDevice,
+                    "host write of " + describe() + " while its data is on " +
+                        r.manager_->name() + " only");
+  if (r.state_ == ResidencyState::Lost)
+    reportViolation(ViolationKind::HostAccessWhileLost,
+                    "host write of " + describe() +
+                        " whose device was lost; use refillFromHost");
+  if (r.state_ == ResidencyState::Mirrored) {
+    DeviceManager *manager = r.manager_;
+    DeviceLocation location = r.location_;
+    r.state_ = ResidencyState::Host;
+    r.manager_ = nullptr;
+    r.location_ = {};
+    lock.unlock();
+    manager->unregisterResident(storage_.get());
+    if (Error e = manager->releaseFromRecord(location, storage_->describe()))
+      manager->noteBackgroundError(std::move(e));
+  }
+  return {storage_->data() + offset_, sizeInBytes()};
+}
+
+Error Tensor::refillFromHost(std::span<const std::byte> bytes) {
+  requireNonEmpty("refillFromHost");
+  if (bytes.size() != sizeInBytes())
+    return makeError(ErrorCode::InvalidArgument,
+                     "refill of " + describe() + " with " +
+                         std::to_string(bytes.size()) + " bytes");
+  ResidencyRecord &r = storage_->record;
+  std::unique_lock<std::mutex> lock(r.mutex_);
+  r.idle_.wait(lock, [&] { return !r.busy_; });
+  switch (r.state_) {
+  case ResidencyState::Device:
+    reportViolation(ViolationKind::HostAccessWhileOnDevice,
+                    "refill of " + describe() + " while its data is on " +
+                        r.manager_->name() + " only");
+  case ResidencyState::Lost:
+    if (!coversStorage())
+      return makeError(ErrorCode::InvalidArgument,
+                       "refill of " + describe() +
+                           ": a partial view cannot refill a lost record");
+    r.state_ = ResidencyState::Host;
+    break;
+  case ResidencyState::Mirrored:
+  case ResidencyState::Host:
+    break;
+  }
+  lock.unlock();
+  auto target = mutableHostBytes();
+  std::memcpy(target.data(), bytes.data(), bytes.size());
+  return Error::success();
+}
+
+Error Tensor::ensureOnHost() {
+  requireNonEmpty("ensureOnHost");
+  ResidencySnapshot s = residency().snapshot();
+  if (s.state == ResidencyState::Host)
+    return Error::success();
+  if (s.state == ResidencyState::Lost)
+    return makeError(ErrorCode::DeviceLost,
+                     "ensureOnHost of " + describe() +
+                         ": its device was lost; refill it from the host");
+  return transferFromDeviceSync(*s.manager, *this, /*release=*/true);
+}
+
+} // namespace drt
