@@ -1,0 +1,128 @@
+//===- drt/opencl/OpenCLDevice.h - The OpenCL backend ------------*- C++
+//-*-===//
+//
+// A DeviceManager that keeps tensors in OpenCL device memory: one cl_mem per
+// allocation behind generation-checked locations, the function model's
+// kernels built once per device at init, non-blocking transfers and kernels
+// completed by a completion thread, and a memory budget enforced by its own
+// accounting (POCL never fails an allocation past its reported size).
+//
+// The backend registers itself as "opencl". Device config parameters:
+//   platform        index or case-insensitive name substring of the platform
+//                   (default: env DRT_OPENCL_PLATFORM, else the first platform
+//                   that has a matching device)
+//   device          index or case-insensitive name substring of the device
+//                   (default: env DRT_OPENCL_DEVICE, else every device)
+//   device-index    which of the matching devices to use (default 0)
+//   pinned-staging  1 to stage transfers through CL_MEM_ALLOC_HOST_PTR buffers
+//
+//===----------------------------------------------------------------------===//
+#ifndef DRT_OPENCL_OPENCLDEVICE_H
+#define DRT_OPENCL_OPENCLDEVICE_H
+
+#include "drt/DeviceManager.h"
+#include "drt/Error.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace drt::opencl {
+
+/// One OpenCL device as the loader reports it.
+struct OpenCLDeviceInfo {
+  /// Index of the platform in clGetPlatformIDs order.
+  unsigned platformIndex = 0;
+  /// Index of the device within its platform.
+  unsigned deviceIndex = 0;
+  std::string platformName;
+  std::string deviceName;
+  /// CL_DEVICE_VERSION, e.g. "OpenCL 3.0 PoCL ...".
+  std::string deviceVersion;
+  /// CL_DEVICE_OPENCL_C_VERSION, e.g. "OpenCL C 1.2 PoCL".
+  std::string openCLCVersion;
+  /// CL_DEVICE_GLOBAL_MEM_SIZE in bytes.
+  uint64_t globalMemoryBytes = 0;
+  /// CL_DEVICE_MAX_MEM_ALLOC_SIZE in bytes.
+  uint64_t maxAllocationBytes = 0;
+
+  /// "platform 0 'Portable Computing Language', device 0 'pthread-...'".
+  std::string toString() const;
+};
+
+/// Every device of every platform; an Error naming the failing OpenCL call
+/// when the loader fails (no platform at all is an empty list, not an error).
+Expected<std::vector<OpenCLDeviceInfo>> listOpenCLDevices();
+
+/// A human-readable listing of listOpenCLDevices(), one device per line with
+/// its memory sizes, for a --list-devices option.
+std::string formatOpenCLDeviceList();
+
+/// The name of an OpenCL status code ("CL_INVALID_BUFFER_SIZE"), or
+/// "CL_UNKNOWN_ERROR(<code>)" for a code this backend does not know.
+std::string openCLErrorName(int32_t code);
+
+/// The capabilities every OpenCL device manager declares.
+Capabilities openCLCapabilities();
+
+/// One OpenCL device as a drt::DeviceManager.
+class OpenCLDeviceManager final : public DeviceManager {
+public:
+  /// An uninitialised manager; init() chooses and opens the device.
+  explicit OpenCLDeviceManager(DeviceConfig config);
+  /// Shuts the device down and releases its OpenCL objects. Must not run on
+  /// the manager's own completion thread (inside one of its callbacks).
+  ~OpenCLDeviceManager() override;
+
+  /// Chooses the device from the parameters, creates its context and queue
+  /// and builds the kernels. InvalidArgument listing the devices when the
+  /// choice matches nothing; DeviceError naming the OpenCL call otherwise.
+  Error init() override;
+  Capabilities capabilities() const override;
+  /// "opencl: <device> on <platform> (<version>)".
+  std::string description() const override;
+
+  uint64_t maximumMemory() const override;
+  uint64_t usedMemory() const override;
+  /// Bytes of live cl_mem buffers, each rounded up to the device's base
+  /// address alignment (staging buffers are host memory and not counted).
+  uint64_t physicalMemoryInUse() const override;
+  size_t liveAllocations() const override;
+  DeviceStats stats() const override;
+  Error injectFault(const FaultSpec &fault) override;
+
+  /// The device chosen by init().
+  const OpenCLDeviceInfo &deviceInfo() const;
+  /// Number of clBuildProgram calls this manager made (1 after init).
+  uint64_t programBuilds() const;
+  /// Wall-clock seconds init() took, and of that, seconds spent building the
+  /// kernel program.
+  double initSeconds() const;
+  double buildSeconds() const;
+  /// True when transfers go through pinned (CL_MEM_ALLOC_HOST_PTR) staging.
+  bool usesPinnedStaging() const;
+
+protected:
+  Expected<DeviceLocation> allocate(uint64_t bytes) override;
+  Error free(DeviceLocation location) override;
+  Expected<uint64_t> allocationSize(DeviceLocation location) const override;
+  void copyToDevice(DeviceLocation dst, const std::byte *src, uint64_t bytes,
+                    CompletionCallback done) override;
+  void copyFromDevice(DeviceLocation src, std::byte *dst, uint64_t bytes,
+                      CompletionCallback done) override;
+  Error compileFunction(const Function &function) override;
+  void evictFunction(const std::string &name) override;
+  void execute(const Function &function, std::vector<RunArgument> arguments,
+               CompletionCallback done) override;
+  void shutdownBackend() override;
+
+private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+} // namespace drt::opencl
+
+#endif // DRT_OPENCL_OPENCLDEVICE_H

@@ -1,0 +1,834 @@
+//===- OpenCLDeviceManager.cpp - One OpenCL device as a DeviceManager -----===//
+//
+// Every allocation is one cl_mem in a LocationTable, so a stale handle is
+// rejected before it can reach the driver. Transfers and kernels are enqueued
+// non-blocking on one in-order queue; each submission pushes its event onto a
+// FIFO that the completion thread waits on, and the completion thread calls
+// the callbacks (never an OpenCL callback thread, so callbacks may call
+// OpenCL themselves). Lock order: state.mutex before state.completionMutex;
+// neither is held while a callback runs.
+//
+//===----------------------------------------------------------------------===//
+#include "drt/opencl/OpenCLDevice.h"
+
+#include "Kernels.h"
+#include "OpenCLSupport.h"
+
+#include "drt/BackendRegistry.h"
+#include "drt/FaultPlan.h"
+#include "drt/LocationTable.h"
+
+#include <CL/cl.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <thread>
+
+namespace drt::opencl {
+
+namespace {
+
+/// One device allocation.
+struct Allocation {
+  cl_mem buffer = nullptr;
+  uint64_t bytes = 0;
+};
+
+/// A pinned host buffer that transfers are staged through.
+struct StagingBuffer {
+  cl_mem buffer = nullptr;
+  uint64_t bytes = 0;
+};
+
+/// Staging buffers kept for reuse once their transfer completes.
+constexpr size_t MaxPooledStagingBuffers = 8;
+
+/// A submitted command whose completion the completion thread delivers.
+struct Completion {
+  /// The last command of the submission.
+  cl_event event = nullptr;
+  /// Buffers retained until the command finished.
+  std::vector<cl_mem> retained;
+  /// Work done on the completion thread once the command finished (copying
+  /// out of a staging buffer); it gets whether the command succeeded.
+  std::function<Error(bool)> after;
+  CompletionCallback done;
+  /// The operation, for messages.
+  std::string what;
+};
+
+/// One node of a prepared function.
+struct PreparedNode {
+  KernelId kernel;
+  /// Placeholder indices of the inputs and of the output.
+  std::vector<size_t> inputs;
+  size_t output;
+  double factor;
+  size_t elements;
+};
+
+/// A function prepared by compileFunction.
+struct PreparedFunction {
+  std::vector<PreparedNode> nodes;
+  /// Bytes of each placeholder, in placeholder order.
+  std::vector<uint64_t> placeholderBytes;
+};
+
+Error injectedFault(ErrorCode code, FaultSite site, const std::string &device,
+                    const std::string &what) {
+  return makeError(code, "injected " + std::string(errorCodeName(code)) +
+                             " fault at " + std::string(faultSiteName(site)) +
+                             " on device '" + device + "': " + what);
+}
+
+double secondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+} // namespace
+
+struct OpenCLDeviceManager::State {
+  OpenCLDeviceInfo info;
+  cl_platform_id platform = nullptr;
+  cl_device_id device = nullptr;
+  cl_context context = nullptr;
+  cl_command_queue queue = nullptr;
+  cl_program program = nullptr;
+  std::array<cl_kernel, NumKernels> kernels{};
+  uint64_t budget = 0;
+  uint64_t baseAlignment = 1;
+  bool pinnedStaging = false;
+  uint64_t programBuilds = 0;
+  double initSeconds = 0;
+  double buildSeconds = 0;
+  FaultPlan faults;
+
+  /// Guards everything below and serialises submissions to the queue (kernel
+  /// arguments are set and enqueued under it).
+  mutable std::mutex mutex;
+  bool initialised = false;
+  bool stopping = false;
+  LocationTable<Allocation> allocations;
+  uint64_t used = 0;
+  uint64_t physical = 0;
+  DeviceStats stats;
+  std::vector<StagingBuffer> stagingPool;
+  std::map<std::string, PreparedFunction> functions;
+
+  /// Guards the completion FIFO.
+  std::mutex completionMutex;
+  std::condition_variable completionReady;
+  std::deque<Completion> completions;
+  bool completionExit = false;
+  std::thread completionThread;
+
+  uint64_t physicalSize(uint64_t bytes) const {
+    return (bytes + baseAlignment - 1) / baseAlignment * baseAlignment;
+  }
+
+  /// Queues \p c for delivery; called with mutex held, after enqueueing.
+  void push(Completion c) {
+    {
+      std::lock_guard<std::mutex> lock(completionMutex);
+      completions.push_back(std::move(c));
+    }
+    completionReady.notify_one();
+  }
+
+  /// Pops the oldest completion, or returns false when there is none.
+  bool pop(Completion &out) {
+    std::lock_guard<std::mutex> lock(completionMutex);
+    if (completions.empty())
+      return false;
+    out = std::move(completions.front());
+    completions.pop_front();
+    return true;
+  }
+
+  /// Waits for \p c's command and calls its callback.
+  static void deliver(Completion &c) {
+    Error error;
+    cl_int status = CL_COMPLETE;
+    cl_int rc = clWaitForEvents(1, &c.event);
+    if (rc == CL_SUCCESS || rc == CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST)
+      rc = clGetEventInfo(c.event, CL_EVENT_COMMAND_EXECUTION_STATUS,
+                          sizeof(status), &status, nullptr);
+    if (rc != CL_SUCCESS)
+      error = openCLError(rc, "clWaitForEvents", "for " + c.what);
+    else if (status < 0)
+      error = openCLError(status, "command execution", "of " + c.what);
+    if (c.after) {
+      Error afterError = c.after(error.isSuccess());
+      if (error.isSuccess())
+        error = std::move(afterError);
+    }
+    clReleaseEvent(c.event);
+    for (cl_mem m : c.retained)
+      clReleaseMemObject(m);
+    CompletionCallback done = std::move(c.done);
+    c = Completion{};
+    done(std::move(error));
+  }
+
+  /// Delivers every queued completion on the calling thread.
+  void drain() {
+    Completion c;
+    while (pop(c))
+      deliver(c);
+  }
+
+  void completionLoop() {
+    std::unique_lock<std::mutex> lock(completionMutex);
+    for (;;) {
+      completionReady.wait(
+          lock, [&] { return !completions.empty() || completionExit; });
+      if (completions.empty())
+        return;
+      Completion c = std::move(completions.front());
+      completions.pop_front();
+      lock.unlock();
+      deliver(c);
+      lock.lock();
+    }
+  }
+
+  /// A staging buffer of at least \p bytes; called with mutex held.
+  Expected<StagingBuffer> takeStaging(uint64_t bytes) {
+    auto best = stagingPool.end();
+    for (auto it = stagingPool.begin(); it != stagingPool.end(); ++it)
+      if (it->bytes >= bytes &&
+          (best == stagingPool.end() || it->bytes < best->bytes))
+        best = it;
+    if (best != stagingPool.end()) {
+      StagingBuffer out = *best;
+      stagingPool.erase(best);
+      return out;
+    }
+    cl_int rc = CL_SUCCESS;
+    cl_mem buffer =
+        clCreateBuffer(context, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR,
+                       bytes, nullptr, &rc);
+    if (rc != CL_SUCCESS)
+      return openCLError(rc, "clCreateBuffer",
+                         "(" + std::to_string(bytes) +
+                             " bytes of pinned staging)");
+    return StagingBuffer{buffer, bytes};
+  }
+
+  /// Returns \p staging for reuse; takes mutex.
+  void returnStaging(StagingBuffer staging) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (stopping || stagingPool.size() >= MaxPooledStagingBuffers) {
+      clReleaseMemObject(staging.buffer);
+      return;
+    }
+    stagingPool.push_back(staging);
+  }
+
+  void releaseObjects() {
+    for (cl_kernel &k : kernels)
+      if (k) {
+        clReleaseKernel(k);
+        k = nullptr;
+      }
+    if (program)
+      clReleaseProgram(program);
+    if (queue)
+      clReleaseCommandQueue(queue);
+    if (context)
+      clReleaseContext(context);
+    program = nullptr;
+    queue = nullptr;
+    context = nullptr;
+  }
+};
+
+OpenCLDeviceManager::OpenCLDeviceManager(DeviceConfig config)
+    : DeviceManager(std::move(config)), state_(std::make_unique<State>()) {}
+
+OpenCLDeviceManager::~OpenCLDeviceManager() {
+  shutdown();
+  {
+    std::lock_guard<std::mutex> lock(state_->completionMutex);
+    state_->completionExit = true;
+  }
+  state_->completionReady.notify_all();
+  if (state_->completionThread.joinable())
+    state_->completionThread.join();
+  state_->releaseObjects();
+}
+
+Capabilities openCLCapabilities() {
+  Capabilities caps;
+  caps.residentTensors = true;
+  caps.asynchronousCompletion = true;
+  caps.peerToPeer = false;
+  caps.memoryBudget = true;
+  caps.faultInjection = true;
+  caps.deviceLoss = true;
+  return caps;
+}
+
+Capabilities OpenCLDeviceManager::capabilities() const {
+  return openCLCapabilities();
+}
+
+Error OpenCLDeviceManager::init() {
+  auto start = std::chrono::steady_clock::now();
+  State &s = *state_;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (s.initialised)
+      return makeError(ErrorCode::InvalidArgument,
+                       "device '" + name() + "' is already initialised");
+  }
+  Expected<bool> pinned = config().boolParameter("pinned-staging", false);
+  if (!pinned)
+    return pinned.takeError();
+  Expected<SelectedDevice> selected = selectDevice(config());
+  if (!selected)
+    return selected.takeError();
+  s.platform = selected->platform;
+  s.device = selected->device;
+  s.info = selected->info;
+  s.pinnedStaging = *pinned;
+  std::string where =
+      "initialising device '" + name() + "' (" + s.info.toString() + ")";
+
+  cl_uint alignBits = 0;
+  if (cl_int rc = clGetDeviceInfo(s.device, CL_DEVICE_MEM_BASE_ADDR_ALIGN,
+                                  sizeof(alignBits), &alignBits, nullptr))
+    return openCLError(rc, "clGetDeviceInfo(CL_DEVICE_MEM_BASE_ADDR_ALIGN)",
+                       where);
+  s.baseAlignment = std::max<uint64_t>(1, alignBits / 8);
+
+  cl_int rc = CL_SUCCESS;
+  cl_context_properties properties[] = {
+      CL_CONTEXT_PLATFORM, reinterpret_cast<cl_context_properties>(s.platform),
+      0};
+  s.context = clCreateContext(properties, 1, &s.device, nullptr, nullptr, &rc);
+  if (rc != CL_SUCCESS)
+    return openCLError(rc, "clCreateContext", where);
+  s.queue = clCreateCommandQueue(s.context, s.device, 0, &rc);
+  if (rc != CL_SUCCESS)
+    return openCLError(rc, "clCreateCommandQueue", where);
+
+  const char *source = KernelSource;
+  s.program = clCreateProgramWithSource(s.context, 1, &source, nullptr, &rc);
+  if (rc != CL_SUCCESS)
+    return openCLError(rc, "clCreateProgramWithSource", where);
+  auto buildStart = std::chrono::steady_clock::now();
+  rc = clBuildProgram(s.program, 1, &s.device, KernelBuildOptions, nullptr,
+                      nullptr);
+  s.buildSeconds = secondsSince(buildStart);
+  ++s.programBuilds;
+  if (rc != CL_SUCCESS) {
+    size_t logSize = 0;
+    std::string log;
+    if (clGetProgramBuildInfo(s.program, s.device, CL_PROGRAM_BUILD_LOG, 0,
+                              nullptr, &logSize) == CL_SUCCESS) {
+      log.resize(logSize);
+      clGetProgramBuildInfo(s.program, s.device, CL_PROGRAM_BUILD_LOG, logSize,
+                            log.data(), nullptr);
+    }
+    return openCLError(rc, "clBuildProgram", where + "; build log:\n" + log);
+  }
+  for (size_t k = 0; k < NumKernels; ++k) {
+    const char *kernel = kernelName(static_cast<KernelId>(k));
+    s.kernels[k] = clCreateKernel(s.program, kernel, &rc);
+    if (rc != CL_SUCCESS)
+      return openCLError(rc, std::string("clCreateKernel(") + kernel + ")",
+                         where);
+  }
+
+  s.budget = s.info.globalMemoryBytes;
+  if (config().memoryBudget != 0 && config().memoryBudget < s.budget)
+    s.budget = config().memoryBudget;
+  s.completionThread = std::thread([&s] { s.completionLoop(); });
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.initialised = true;
+  }
+  s.initSeconds = secondsSince(start);
+  return Error::success();
+}
+
+std::string OpenCLDeviceManager::description() const {
+  const OpenCLDeviceInfo &i = state_->info;
+  if (i.deviceName.empty())
+    return "opencl: not initialised";
+  return "opencl: " + i.deviceName + " on " + i.platformName + " (" +
+         i.deviceVersion + ")";
+}
+
+uint64_t OpenCLDeviceManager::maximumMemory() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->budget;
+}
+
+uint64_t OpenCLDeviceManager::usedMemory() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->used;
+}
+
+uint64_t OpenCLDeviceManager::physicalMemoryInUse() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->physical;
+}
+
+size_t OpenCLDeviceManager::liveAllocations() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->allocations.size();
+}
+
+DeviceStats OpenCLDeviceManager::stats() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->stats;
+}
+
+Error OpenCLDeviceManager::injectFault(const FaultSpec &fault) {
+  return state_->faults.add(fault);
+}
+
+const OpenCLDeviceInfo &OpenCLDeviceManager::deviceInfo() const {
+  return state_->info;
+}
+
+uint64_t OpenCLDeviceManager::programBuilds() const {
+  return state_->programBuilds;
+}
+
+double OpenCLDeviceManager::initSeconds() const { return state_->initSeconds; }
+
+double OpenCLDeviceManager::buildSeconds() const {
+  return state_->buildSeconds;
+}
+
+bool OpenCLDeviceManager::usesPinnedStaging() const {
+  return state_->pinnedStaging;
+}
+
+//===----------------------------------------------------------------------===//
+// Memory.
+//===----------------------------------------------------------------------===//
+
+Expected<DeviceLocation> OpenCLDeviceManager::allocate(uint64_t bytes) {
+  State &s = *state_;
+  std::string what = "allocating " + std::to_string(bytes) +
+                     " bytes on device '" + name() + "'";
+  if (auto code = s.faults.strike(FaultSite::Allocation)) {
+    if (*code == ErrorCode::DeviceLost)
+      shutdown();
+    return injectedFault(*code, FaultSite::Allocation, name(), what);
+  }
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (!s.initialised || s.stopping)
+    return makeError(ErrorCode::DeviceLost,
+                     what + ": the device is not running");
+  if (bytes == 0)
+    return makeError(ErrorCode::InvalidArgument, what + ": size 0");
+  if (bytes > s.budget - s.used)
+    return makeError(ErrorCode::OutOfMemory,
+                     what + ": " + std::to_string(bytes) +
+                         " bytes requested, " + std::to_string(s.used) +
+                         " of " + std::to_string(s.budget) +
+                         " budget bytes already in use");
+  cl_int rc = CL_SUCCESS;
+  cl_mem buffer =
+      clCreateBuffer(s.context, CL_MEM_READ_WRITE, bytes, nullptr, &rc);
+  if (rc != CL_SUCCESS)
+    return openCLError(rc, "clCreateBuffer",
+                       "while " + what + " (max allocation " +
+                           std::to_string(s.info.maxAllocationBytes) +
+                           " bytes)");
+  s.used += bytes;
+  s.physical += s.physicalSize(bytes);
+  ++s.stats.allocations;
+  return s.allocations.insert(Allocation{buffer, bytes});
+}
+
+Error OpenCLDeviceManager::free(DeviceLocation location) {
+  State &s = *state_;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  std::optional<Allocation> a = s.allocations.erase(location);
+  if (!a)
+    return makeError(ErrorCode::InvalidArgument,
+                     "location " + location.toString() +
+                         " is stale or unknown on device '" + name() + "'");
+  s.used -= a->bytes;
+  s.physical -= s.physicalSize(a->bytes);
+  ++s.stats.frees;
+  if (cl_int rc = clReleaseMemObject(a->buffer))
+    return openCLError(rc, "clReleaseMemObject",
+                       "for " + location.toString() + " on device '" + name() +
+                           "'");
+  return Error::success();
+}
+
+Expected<uint64_t>
+OpenCLDeviceManager::allocationSize(DeviceLocation location) const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  const Allocation *a = state_->allocations.lookup(location);
+  if (!a)
+    return makeError(ErrorCode::InvalidArgument,
+                     "location " + location.toString() +
+                         " is stale or unknown on device '" + name() + "'");
+  return a->bytes;
+}
+
+//===----------------------------------------------------------------------===//
+// Transfers.
+//===----------------------------------------------------------------------===//
+
+void OpenCLDeviceManager::copyToDevice(DeviceLocation dst, const std::byte *src,
+                                       uint64_t bytes,
+                                       CompletionCallback done) {
+  State &s = *state_;
+  std::string what = "copy of " + std::to_string(bytes) + " bytes to " +
+                     dst.toString() + " on device '" + name() + "'";
+  if (auto code = s.faults.strike(FaultSite::TransferToDevice)) {
+    if (*code == ErrorCode::DeviceLost)
+      return shutdown();
+    return done(
+        injectedFault(*code, FaultSite::TransferToDevice, name(), what));
+  }
+  std::unique_lock<std::mutex> lock(s.mutex);
+  auto fail = [&](Error e) {
+    lock.unlock();
+    done(std::move(e));
+  };
+  if (!s.initialised || s.stopping)
+    return fail(
+        makeError(ErrorCode::DeviceLost, what + ": the device is not running"));
+  const Allocation *a = s.allocations.lookup(dst);
+  if (!a)
+    return fail(makeError(ErrorCode::InvalidArgument,
+                          what + ": the location is stale or unknown"));
+  if (bytes > a->bytes)
+    return fail(makeError(ErrorCode::InvalidArgument,
+                          what + ": the allocation has only " +
+                              std::to_string(a->bytes) + " bytes"));
+  Completion c;
+  c.what = what;
+  c.done = std::move(done);
+  cl_int rc = CL_SUCCESS;
+  if (!s.pinnedStaging) {
+    rc = clEnqueueWriteBuffer(s.queue, a->buffer, CL_FALSE, 0, bytes, src, 0,
+                              nullptr, &c.event);
+    if (rc != CL_SUCCESS)
+      return fail(openCLError(rc, "clEnqueueWriteBuffer", "during " + what));
+  } else {
+    Expected<StagingBuffer> staging = s.takeStaging(bytes);
+    if (!staging)
+      return fail(staging.takeError());
+    void *mapped = clEnqueueMapBuffer(s.queue, staging->buffer, CL_TRUE,
+                                      CL_MAP_WRITE_INVALIDATE_REGION, 0, bytes,
+                                      0, nullptr, nullptr, &rc);
+    if (rc != CL_SUCCESS) {
+      clReleaseMemObject(staging->buffer);
+      return fail(openCLError(rc, "clEnqueueMapBuffer", "during " + what));
+    }
+    std::memcpy(mapped, src, bytes);
+    rc = clEnqueueUnmapMemObject(s.queue, staging->buffer, mapped, 0, nullptr,
+                                 nullptr);
+    if (rc == CL_SUCCESS)
+      rc = clEnqueueCopyBuffer(s.queue, staging->buffer, a->buffer, 0, 0, bytes,
+                               0, nullptr, &c.event);
+    if (rc != CL_SUCCESS) {
+      clFinish(s.queue);
+      clReleaseMemObject(staging->buffer);
+      return fail(openCLError(rc, "clEnqueueCopyBuffer", "during " + what));
+    }
+    c.after = [&s, staging = *staging](bool) {
+      s.returnStaging(staging);
+      return Error::success();
+    };
+  }
+  clRetainMemObject(a->buffer);
+  c.retained.push_back(a->buffer);
+  ++s.stats.transfersToDevice;
+  s.stats.bytesToDevice += bytes;
+  s.push(std::move(c));
+  clFlush(s.queue);
+}
+
+void OpenCLDeviceManager::copyFromDevice(DeviceLocation src, std::byte *dst,
+                                         uint64_t bytes,
+                                         CompletionCallback done) {
+  State &s = *state_;
+  std::string what = "copy of " + std::to_string(bytes) + " bytes from " +
+                     src.toString() + " on device '" + name() + "'";
+  if (auto code = s.faults.strike(FaultSite::TransferFromDevice)) {
+    if (*code == ErrorCode::DeviceLost)
+      return shutdown();
+    return done(
+        injectedFault(*code, FaultSite::TransferFromDevice, name(), what));
+  }
+  std::unique_lock<std::mutex> lock(s.mutex);
+  auto fail = [&](Error e) {
+    lock.unlock();
+    done(std::move(e));
+  };
+  if (!s.initialised || s.stopping)
+    return fail(
+        makeError(ErrorCode::DeviceLost, what + ": the device is not running"));
+  const Allocation *a = s.allocations.lookup(src);
+  if (!a)
+    return fail(makeError(ErrorCode::InvalidArgument,
+                          what + ": the location is stale or unknown"));
+  if (bytes > a->bytes)
+    return fail(makeError(ErrorCode::InvalidArgument,
+                          what + ": the allocation has only " +
+                              std::to_string(a->bytes) + " bytes"));
+  Completion c;
+  c.what = what;
+  c.done = std::move(done);
+  cl_int rc = CL_SUCCESS;
+  if (!s.pinnedStaging) {
+    rc = clEnqueueReadBuffer(s.queue, a->buffer, CL_FALSE, 0, bytes, dst, 0,
+                             nullptr, &c.event);
+    if (rc != CL_SUCCESS)
+      return fail(openCLError(rc, "clEnqueueReadBuffer", "during " + what));
+  } else {
+    Expected<StagingBuffer> staging = s.takeStaging(bytes);
+    if (!staging)
+      return fail(staging.takeError());
+    rc = clEnqueueCopyBuffer(s.queue, a->buffer, staging->buffer, 0, 0, bytes,
+                             0, nullptr, nullptr);
+    void *mapped = nullptr;
+    if (rc == CL_SUCCESS)
+      mapped =
+          clEnqueueMapBuffer(s.queue, staging->buffer, CL_FALSE, CL_MAP_READ, 0,
+                             bytes, 0, nullptr, &c.event, &rc);
+    if (rc != CL_SUCCESS) {
+      clFinish(s.queue);
+      clReleaseMemObject(staging->buffer);
+      return fail(openCLError(rc, "clEnqueueMapBuffer", "during " + what));
+    }
+    c.after = [&s, staging = *staging, mapped, dst, bytes,
+               what](bool succeeded) {
+      if (succeeded)
+        std::memcpy(dst, mapped, bytes);
+      cl_int unmap = clEnqueueUnmapMemObject(s.queue, staging.buffer, mapped, 0,
+                                             nullptr, nullptr);
+      s.returnStaging(staging);
+      if (unmap != CL_SUCCESS)
+        return openCLError(unmap, "clEnqueueUnmapMemObject", "after " + what);
+      return Error::success();
+    };
+  }
+  clRetainMemObject(a->buffer);
+  c.retained.push_back(a->buffer);
+  ++s.stats.transfersFromDevice;
+  s.stats.bytesFromDevice += bytes;
+  s.push(std::move(c));
+  clFlush(s.queue);
+}
+
+//===----------------------------------------------------------------------===//
+// Functions and runs.
+//===----------------------------------------------------------------------===//
+
+Error OpenCLDeviceManager::compileFunction(const Function &function) {
+  PreparedFunction prepared;
+  for (const Placeholder &p : function.placeholders())
+    prepared.placeholderBytes.push_back(p.type.sizeInBytes());
+  for (const Node &n : function.nodes()) {
+    int output = function.placeholderIndex(n.output);
+    const Placeholder *out = function.findPlaceholder(n.output);
+    if (output < 0 || !out)
+      return makeError(ErrorCode::InvalidArgument,
+                       "network '" + function.name() + "': node " +
+                           std::string(opKindName(n.op)) +
+                           " writes unknown placeholder '" + n.output + "'");
+    std::optional<KernelId> kernel = kernelFor(n.op, out->type.kind);
+    if (!kernel)
+      return makeError(ErrorCode::NotSupported,
+                       "network '" + function.name() + "' on device '" +
+                           name() + "': no kernel for " +
+                           std::string(opKindName(n.op)) + " over " +
+                           out->type.toString());
+    PreparedNode node{
+        *kernel, {}, size_t(output), n.factor, out->type.numElements()};
+    for (const std::string &input : n.inputs) {
+      int index = function.placeholderIndex(input);
+      if (index < 0)
+        return makeError(ErrorCode::InvalidArgument,
+                         "network '" + function.name() +
+                             "': node reads unknown placeholder '" + input +
+                             "'");
+      node.inputs.push_back(size_t(index));
+    }
+    prepared.nodes.push_back(std::move(node));
+  }
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  state_->functions[function.name()] = std::move(prepared);
+  return Error::success();
+}
+
+void OpenCLDeviceManager::evictFunction(const std::string &name) {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  state_->functions.erase(name);
+}
+
+void OpenCLDeviceManager::execute(const Function &function,
+                                  std::vector<RunArgument> arguments,
+                                  CompletionCallback done) {
+  State &s = *state_;
+  std::string what =
+      "run of network '" + function.name() + "' on device '" + name() + "'";
+  if (auto code = s.faults.strike(FaultSite::Run)) {
+    if (*code == ErrorCode::DeviceLost)
+      return shutdown();
+    return done(injectedFault(*code, FaultSite::Run, name(), what));
+  }
+  std::unique_lock<std::mutex> lock(s.mutex);
+  auto fail = [&](Error e) {
+    lock.unlock();
+    done(std::move(e));
+  };
+  if (!s.initialised || s.stopping)
+    return fail(
+        makeError(ErrorCode::DeviceLost, what + ": the device is not running"));
+  auto found = s.functions.find(function.name());
+  if (found == s.functions.end())
+    return fail(makeError(ErrorCode::InvalidArgument,
+                          what + ": the network was not compiled here"));
+  const PreparedFunction &prepared = found->second;
+  if (arguments.size() != prepared.placeholderBytes.size())
+    return fail(makeError(ErrorCode::InvalidArgument,
+                          what + ": " + std::to_string(arguments.size()) +
+                              " arguments for " +
+                              std::to_string(prepared.placeholderBytes.size()) +
+                              " placeholders"));
+  std::vector<cl_mem> buffers;
+  std::vector<cl_ulong> elementOffsets;
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    const RunArgument &arg = arguments[i];
+    const Allocation *a = s.allocations.lookup(arg.location);
+    std::string which = what + ": argument " + std::to_string(i) + " at " +
+                        arg.location.toString();
+    if (!a)
+      return fail(makeError(ErrorCode::InvalidArgument,
+                            which + " is stale or unknown"));
+    if (arg.offsetBytes % 4 != 0 || arg.offsetBytes > a->bytes ||
+        prepared.placeholderBytes[i] > a->bytes - arg.offsetBytes)
+      return fail(makeError(
+          ErrorCode::InvalidArgument,
+          which + ": " + std::to_string(prepared.placeholderBytes[i]) +
+              " bytes at offset " + std::to_string(arg.offsetBytes) +
+              " do not fit its " + std::to_string(a->bytes) + " bytes"));
+    buffers.push_back(a->buffer);
+    elementOffsets.push_back(arg.offsetBytes / 4);
+  }
+  if (prepared.nodes.empty())
+    return fail(Error::success());
+
+  Completion c;
+  c.what = what;
+  for (size_t n = 0; n < prepared.nodes.size(); ++n) {
+    const PreparedNode &node = prepared.nodes[n];
+    cl_kernel kernel = s.kernels[static_cast<unsigned>(node.kernel)];
+    cl_uint arg = 0;
+    cl_int rc = CL_SUCCESS;
+    auto setBuffer = [&](size_t placeholder) {
+      if (rc == CL_SUCCESS)
+        rc = clSetKernelArg(kernel, arg++, sizeof(cl_mem),
+                            &buffers[placeholder]);
+      if (rc == CL_SUCCESS)
+        rc = clSetKernelArg(kernel, arg++, sizeof(cl_ulong),
+                            &elementOffsets[placeholder]);
+    };
+    for (size_t input : node.inputs)
+      setBuffer(input);
+    setBuffer(node.output);
+    if (rc == CL_SUCCESS && node.kernel == KernelId::ScaleF32) {
+      cl_float factor = static_cast<cl_float>(node.factor);
+      rc = clSetKernelArg(kernel, arg++, sizeof(factor), &factor);
+    } else if (rc == CL_SUCCESS && node.kernel == KernelId::ScaleI32) {
+      cl_int factor = static_cast<cl_int>(node.factor);
+      rc = clSetKernelArg(kernel, arg++, sizeof(factor), &factor);
+    }
+    if (rc != CL_SUCCESS) {
+      clFinish(s.queue);
+      return fail(openCLError(rc, "clSetKernelArg",
+                              std::string("of ") + kernelName(node.kernel) +
+                                  " in " + what));
+    }
+    size_t global = node.elements;
+    bool last = n + 1 == prepared.nodes.size();
+    rc = clEnqueueNDRangeKernel(s.queue, kernel, 1, nullptr, &global, nullptr,
+                                0, nullptr, last ? &c.event : nullptr);
+    if (rc != CL_SUCCESS) {
+      clFinish(s.queue);
+      return fail(openCLError(rc, "clEnqueueNDRangeKernel",
+                              std::string("of ") + kernelName(node.kernel) +
+                                  " in " + what));
+    }
+  }
+  for (cl_mem b : buffers) {
+    clRetainMemObject(b);
+    c.retained.push_back(b);
+  }
+  c.done = std::move(done);
+  ++s.stats.runs;
+  s.push(std::move(c));
+  clFlush(s.queue);
+}
+
+//===----------------------------------------------------------------------===//
+// Shutdown.
+//===----------------------------------------------------------------------===//
+
+void OpenCLDeviceManager::shutdownBackend() {
+  State &s = *state_;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (!s.initialised || s.stopping)
+      return;
+    s.stopping = true;
+  }
+  // No submission can start now; let the queued work finish and deliver it.
+  clFinish(s.queue);
+  {
+    std::lock_guard<std::mutex> lock(s.completionMutex);
+    s.completionExit = true;
+  }
+  s.completionReady.notify_all();
+  if (std::this_thread::get_id() == s.completionThread.get_id()) {
+    // Called from a callback: deliver the rest here; the thread ends when
+    // that callback returns, and the destructor joins it.
+    s.drain();
+  } else {
+    s.completionThread.join();
+  }
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.allocations.forEach(
+      [](DeviceLocation, Allocation &a) { clReleaseMemObject(a.buffer); });
+  s.allocations.clear();
+  s.used = 0;
+  s.physical = 0;
+  for (StagingBuffer &staging : s.stagingPool)
+    clReleaseMemObject(staging.buffer);
+  s.stagingPool.clear();
+  s.functions.clear();
+}
+
+DRT_REGISTER_BACKEND(drt::BackendInfo{
+    "opencl",
+    "device resident tensors in OpenCL device memory (any OpenCL 1.2+ "
+    "platform; POCL in CI)",
+    openCLCapabilities(),
+    [](const drt::DeviceConfig &config) -> std::unique_ptr<DeviceManager> {
+      return std::make_unique<OpenCLDeviceManager>(config);
+    }});
+
+} // namespace drt::opencl

@@ -1,0 +1,47 @@
+//===- OpenCLSupport.h - Errors, device listing and selection ---*- C++ -*-===//
+//
+// The parts of the OpenCL backend that talk to the loader rather than to one
+// device: turning status codes into drt::Errors, enumerating platforms and
+// devices, and choosing a device from a DeviceConfig.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DRT_OPENCL_OPENCLSUPPORT_H
+#define DRT_OPENCL_OPENCLSUPPORT_H
+
+#include "drt/DeviceConfig.h"
+#include "drt/Error.h"
+#include "drt/opencl/OpenCLDevice.h"
+
+#include <CL/cl.h>
+
+#include <string>
+#include <string_view>
+
+namespace drt::opencl {
+
+/// The drt::ErrorCode an OpenCL status maps to: OutOfMemory for allocation
+/// and resource exhaustion, InvalidArgument for CL_INVALID_BUFFER_SIZE,
+/// DeviceError for everything else.
+ErrorCode errorCodeForStatus(cl_int status);
+
+/// An Error for a failed OpenCL call: "<call> failed with <NAME> (<code>)",
+/// followed by \p context when it is not empty.
+Error openCLError(cl_int status, std::string_view call,
+                  std::string_view context = {});
+
+/// A device found by selectDevice().
+struct SelectedDevice {
+  cl_platform_id platform = nullptr;
+  cl_device_id device = nullptr;
+  OpenCLDeviceInfo info;
+};
+
+/// Chooses a device from the "platform", "device" and "device-index"
+/// parameters of \p config (falling back to DRT_OPENCL_PLATFORM and
+/// DRT_OPENCL_DEVICE). A choice that matches nothing is InvalidArgument
+/// listing every device the loader reports.
+Expected<SelectedDevice> selectDevice(const DeviceConfig &config);
+
+} // namespace drt::opencl
+
+#endif // DRT_OPENCL_OPENCLSUPPORT_H
