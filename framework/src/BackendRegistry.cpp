@@ -1,4 +1,5 @@
-//===- BackendRegistry.cpp - Backends by name ------------------------------===//
+//===- BackendRegistry.cpp - Backends by name
+//------------------------------===//
 #include "drt/BackendRegistry.h"
 
 #include <algorithm>
@@ -72,7 +73,8 @@ BackendRegistry::create(const std::string &name, const DeviceConfig &config) {
 BackendRegistration::BackendRegistration(BackendInfo info) {
   std::string name = info.name;
   if (!BackendRegistry::instance().add(std::move(info)))
-    std::fprintf(stderr, "drt: backend '%s' registered twice; keeping the first\n",
+    std::fprintf(stderr,
+                 "drt: backend '%s' registered twice; keeping the first\n",
                  name.c_str());
 }
 

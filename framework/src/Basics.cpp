@@ -43,9 +43,9 @@ std::string_view errorCodeName(ErrorCode code) {
 
 std::optional<ErrorCode> parseErrorCode(std::string_view name) {
   static constexpr std::array<ErrorCode, 6> all = {
-      ErrorCode::Success,      ErrorCode::OutOfMemory,
+      ErrorCode::Success,         ErrorCode::OutOfMemory,
       ErrorCode::InvalidArgument, ErrorCode::NotSupported,
-      ErrorCode::DeviceError,  ErrorCode::DeviceLost};
+      ErrorCode::DeviceError,     ErrorCode::DeviceLost};
   return parseByName(name, all, errorCodeName);
 }
 

@@ -41,7 +41,8 @@ struct DeviceManager::RunState {
   std::vector<RunArgument> arguments;
 };
 
-DeviceManager::DeviceManager(DeviceConfig config) : config_(std::move(config)) {}
+DeviceManager::DeviceManager(DeviceConfig config)
+    : config_(std::move(config)) {}
 
 DeviceManager::~DeviceManager() {
   if (!shutDown_.exchange(true))
@@ -91,9 +92,8 @@ void DeviceManager::finishOperation(const std::shared_ptr<PendingOperation> &op,
                    pending_.end());
   }
   if (shutDown_ && e.isSuccess())
-    e = makeError(ErrorCode::DeviceLost, "device '" + name() +
-                                             "' was shut down during " +
-                                             op->what);
+    e = makeError(ErrorCode::DeviceLost,
+                  "device '" + name() + "' was shut down during " + op->what);
   CompletionCallback then = std::move(op->then);
   then(std::move(e));
 }
@@ -118,8 +118,8 @@ void DeviceManager::abandonAll() {
   }
   for (auto &op : left)
     finishOperation(op, makeError(ErrorCode::DeviceLost,
-                                  "device '" + name() + "' was shut down during " +
-                                      op->what));
+                                  "device '" + name() +
+                                      "' was shut down during " + op->what));
   std::unordered_map<const TensorStorage *, std::weak_ptr<TensorStorage>> res;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -190,8 +190,8 @@ Error DeviceManager::releaseFromRecord(DeviceLocation location,
   if (e.isSuccess() || shutDown_)
     return Error::success();
   return makeError(e.code(), "releasing the device copy of " + what + " at " +
-                                 location.toString() + " on device '" +
-                                 name() + "': " + e.message());
+                                 location.toString() + " on device '" + name() +
+                                 "': " + e.message());
 }
 
 Error DeviceManager::checkTransferable(const Tensor &tensor,
@@ -203,10 +203,9 @@ Error DeviceManager::checkTransferable(const Tensor &tensor,
                          "': a partial view cannot move residency; transfer "
                          "its owner or a full view");
   if (shutDown_)
-    return makeError(ErrorCode::DeviceLost, std::string(operation) + " of " +
-                                                tensor.describe() +
-                                                ": device '" + name() +
-                                                "' is shut down");
+    return makeError(ErrorCode::DeviceLost,
+                     std::string(operation) + " of " + tensor.describe() +
+                         ": device '" + name() + "' is shut down");
   return Error::success();
 }
 
@@ -231,8 +230,11 @@ void DeviceManager::transferToDevice(Tensor &tensor,
     storage->record.acquire(lock);
   }
   moveHere(storage, location,
-           [storage, done = std::move(done)](Error e) {
+           [storage, done = std::move(done)](Error e) mutable {
              storage->record.releaseBusy();
+             // Drop the reference first: if it is the last one, the device
+             // copy is released before the caller hears of completion.
+             storage.reset();
              done(std::move(e));
            });
 }
@@ -311,18 +313,16 @@ void DeviceManager::upload(std::shared_ptr<TensorStorage> storage,
     }
     Expected<uint64_t> size = allocationSize(*location);
     if (!size)
-      return done(makeError(ErrorCode::InvalidArgument,
-                            "transferToDevice of " + what + ": location " +
-                                location->toString() +
-                                " is not a live allocation of device '" +
-                                name() + "'"));
+      return done(makeError(
+          ErrorCode::InvalidArgument,
+          "transferToDevice of " + what + ": location " + location->toString() +
+              " is not a live allocation of device '" + name() + "'"));
     if (*size != bytes)
-      return done(makeError(ErrorCode::InvalidArgument,
-                            "transferToDevice of " + what + ": location " +
-                                location->toString() + " on device '" +
-                                name() + "' holds " + std::to_string(*size) +
-                                " bytes, the tensor needs " +
-                                std::to_string(bytes)));
+      return done(makeError(
+          ErrorCode::InvalidArgument,
+          "transferToDevice of " + what + ": location " + location->toString() +
+              " on device '" + name() + "' holds " + std::to_string(*size) +
+              " bytes, the tensor needs " + std::to_string(bytes)));
     target = *location;
   } else {
     Expected<DeviceLocation> fresh = allocate(bytes);
@@ -332,9 +332,8 @@ void DeviceManager::upload(std::shared_ptr<TensorStorage> storage,
     allocated = true;
   }
   auto op = beginOperation(
-      "transferToDevice of " + what,
-      [this, storage, target, allocated, what,
-       done = std::move(done)](Error e) {
+      "transferToDevice of " + what, [this, storage, target, allocated, what,
+                                      done = std::move(done)](Error e) mutable {
         if (e.isSuccess()) {
           ResidencyRecord &r = storage->record;
           std::unique_lock<std::mutex> lock(r.mutex_);
@@ -343,6 +342,7 @@ void DeviceManager::upload(std::shared_ptr<TensorStorage> storage,
             r.manager_ = this;
             r.location_ = target;
             lock.unlock();
+            storage.reset();
             return done(Error::success());
           }
           e = makeError(ErrorCode::DeviceLost,
@@ -353,6 +353,7 @@ void DeviceManager::upload(std::shared_ptr<TensorStorage> storage,
         if (allocated)
           if (Error fe = releaseFromRecord(target, what))
             noteBackgroundError(std::move(fe));
+        storage.reset();
         done(std::move(e));
       });
   copyToDevice(target, storage->data(), bytes, completionFor(op));
@@ -365,7 +366,7 @@ void DeviceManager::fetchToHost(std::shared_ptr<TensorStorage> storage,
   auto op = beginOperation(
       "transferFromDevice of " + what,
       [this, storage, location, release, what,
-       done = std::move(done)](Error e) {
+       done = std::move(done)](Error e) mutable {
         ResidencyRecord &r = storage->record;
         std::unique_lock<std::mutex> lock(r.mutex_);
         bool stillHere = r.manager_ == this && r.location_ == location;
@@ -382,11 +383,15 @@ void DeviceManager::fetchToHost(std::shared_ptr<TensorStorage> storage,
             lock.unlock();
             unregisterResident(storage.get());
           }
+          if (lock.owns_lock())
+            lock.unlock();
+          storage.reset();
           return done(std::move(e));
         }
         if (!release) {
           r.state_ = ResidencyState::Mirrored;
           lock.unlock();
+          storage.reset();
           return done(Error::success());
         }
         r.state_ = ResidencyState::Host;
@@ -394,6 +399,7 @@ void DeviceManager::fetchToHost(std::shared_ptr<TensorStorage> storage,
         r.location_ = {};
         lock.unlock();
         unregisterResident(storage.get());
+        storage.reset();
         done(releaseFromRecord(location, what));
       });
   copyFromDevice(location, storage->data(), storage->size(), completionFor(op));
@@ -417,9 +423,9 @@ void DeviceManager::transferFromDevice(Tensor &tensor, bool release,
     return done(Error::success());
   case ResidencyState::Lost:
     lock.unlock();
-    return done(makeError(ErrorCode::DeviceLost,
-                          "transferFromDevice of " + tensor.describe() +
-                              ": its device was lost"));
+    return done(makeError(ErrorCode::DeviceLost, "transferFromDevice of " +
+                                                     tensor.describe() +
+                                                     ": its device was lost"));
   case ResidencyState::Device:
   case ResidencyState::Mirrored:
     break;
@@ -448,8 +454,9 @@ void DeviceManager::transferFromDevice(Tensor &tensor, bool release,
   r.busy_ = true;
   lock.unlock();
   fetchToHost(storage, location, release,
-              [storage, done = std::move(done)](Error e) {
+              [storage, done = std::move(done)](Error e) mutable {
                 storage->record.releaseBusy();
+                storage.reset();
                 done(std::move(e));
               });
 }
@@ -496,8 +503,7 @@ Expected<DeviceLocation> DeviceManager::allocateDeviceMemory(uint64_t bytes) {
                          "): device '" + name() + "' is shut down");
   if (bytes == 0)
     return makeError(ErrorCode::InvalidArgument,
-                     "allocateDeviceMemory on device '" + name() +
-                         "': size 0");
+                     "allocateDeviceMemory on device '" + name() + "': size 0");
   if (!capabilities().residentTensors)
     return makeError(ErrorCode::NotSupported,
                      "allocateDeviceMemory on device '" + name() +
@@ -549,8 +555,8 @@ void DeviceManager::addNetwork(Function function, CompletionCallback done) {
     return done(std::move(e));
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    networks_[function.name()] =
-        std::make_shared<const Function>(std::move(function));
+    std::string key = function.name();
+    networks_[key] = std::make_shared<const Function>(std::move(function));
   }
   done(Error::success());
 }
@@ -586,10 +592,9 @@ void DeviceManager::runFunction(const std::string &name,
                                 ExecutionContext &context,
                                 CompletionCallback done) {
   if (shutDown_)
-    return done(makeError(ErrorCode::DeviceLost, "run of network '" + name +
-                                                     "': device '" +
-                                                     this->name() +
-                                                     "' is shut down"));
+    return done(makeError(ErrorCode::DeviceLost,
+                          "run of network '" + name + "': device '" +
+                              this->name() + "' is shut down"));
   auto run = std::make_shared<RunState>();
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -604,16 +609,17 @@ void DeviceManager::runFunction(const std::string &name,
   run->done = std::move(done);
   if (Error e = stageRun(*run, context))
     return finishRun(run, std::move(e));
-  auto op = beginOperation("run of network '" + name + "'",
-                           [this, run](Error e) { finishRun(run, std::move(e)); });
+  auto op =
+      beginOperation("run of network '" + name + "'",
+                     [this, run](Error e) { finishRun(run, std::move(e)); });
   execute(*run->function, run->arguments, completionFor(op));
 }
 
 Error DeviceManager::stageRun(RunState &run, ExecutionContext &context) {
   const Function &fn = *run.function;
   const auto &placeholders = fn.placeholders();
-  std::string where = "run of network '" + fn.name() + "' on device '" +
-                      name() + "'";
+  std::string where =
+      "run of network '" + fn.name() + "' on device '" + name() + "'";
   std::vector<Tensor *> bound(placeholders.size());
   for (size_t i = 0; i < placeholders.size(); ++i) {
     const Placeholder &p = placeholders[i];
@@ -677,8 +683,8 @@ Error DeviceManager::stageRun(RunState &run, ExecutionContext &context) {
           storage->record.location_ = {};
         }
         s.manager->unregisterResident(storage.get());
-        if (Error e = s.manager->releaseFromRecord(s.location,
-                                                   storage->describe()))
+        if (Error e =
+                s.manager->releaseFromRecord(s.location, storage->describe()))
           s.manager->noteBackgroundError(std::move(e));
       }
       Expected<DeviceLocation> loc = allocate(storage->size());
@@ -766,10 +772,14 @@ void DeviceManager::finishRun(std::shared_ptr<RunState> run, Error error) {
   }
   for (auto &held : run->held)
     held->record.releaseBusy();
-  bool toHost = config_.copyDeviceTensorsToHost ||
-                !capabilities().residentTensors;
-  if (error || !toHost || run->outputs.empty())
-    return run->done(std::move(error));
+  bool toHost =
+      config_.copyDeviceTensorsToHost || !capabilities().residentTensors;
+  if (error || !toHost || run->outputs.empty()) {
+    CompletionCallback done = std::move(run->done);
+    run->held.clear();
+    run->outputs.clear();
+    return done(std::move(error));
+  }
   // Bring every output back, then report once.
   struct Gather {
     std::mutex mutex;
@@ -780,8 +790,13 @@ void DeviceManager::finishRun(std::shared_ptr<RunState> run, Error error) {
   auto gather = std::make_shared<Gather>();
   gather->left = run->outputs.size();
   gather->done = std::move(run->done);
+  std::vector<Tensor *> outputs;
   for (auto &out : run->outputs)
-    transferFromDevice(*out.tensor, /*release=*/true, [gather](Error e) {
+    outputs.push_back(out.tensor);
+  run->held.clear();
+  run->outputs.clear();
+  for (Tensor *out : outputs)
+    transferFromDevice(*out, /*release=*/true, [gather](Error e) {
       std::unique_lock<std::mutex> lock(gather->mutex);
       if (e && gather->first.isSuccess())
         gather->first = std::move(e);

@@ -1,4 +1,5 @@
-//===- FaultPlan.cpp - Counting planned faults -----------------------------===//
+//===- FaultPlan.cpp - Counting planned faults
+//-----------------------------===//
 #include "drt/FaultPlan.h"
 
 namespace drt {

@@ -1,6 +1,6 @@
 //===- Function.cpp - The function model and its bindings -----------------===//
-#include "drt/ExecutionContext.h"
 #include "drt/Function.h"
+#include "drt/ExecutionContext.h"
 
 #include <cmath>
 #include <set>
@@ -66,8 +66,8 @@ Error Function::verify() const {
     if (!names.insert(p.name).second)
       return fail("placeholder '" + p.name + "' is declared twice");
     if (p.type.kind != ElemKind::Float32 && p.type.kind != ElemKind::Int32)
-      return fail("placeholder '" + p.name + "' has type " +
-                  p.type.toString() + "; only f32 and i32 are supported");
+      return fail("placeholder '" + p.name + "' has type " + p.type.toString() +
+                  "; only f32 and i32 are supported");
     if (p.type.dims.empty() || p.type.numElements() == 0)
       return fail("placeholder '" + p.name + "' has no elements");
   }
@@ -101,7 +101,8 @@ Error Function::verify() const {
     if (!written.insert(n.output).second)
       return fail("placeholder '" + n.output + "' is written by two nodes");
     if (n.op == OpKind::Scale && out->type.kind == ElemKind::Int32 &&
-        (n.factor != std::floor(n.factor) || std::fabs(n.factor) > 2147483647.0))
+        (n.factor != std::floor(n.factor) ||
+         std::fabs(n.factor) > 2147483647.0))
       return fail(where + " scales i32 by non-integral factor " +
                   std::to_string(n.factor));
     if (n.op == OpKind::Scale && !std::isfinite(n.factor))

@@ -1,7 +1,7 @@
 //===- HostManager.cpp - Several devices, networks and runs ---------------===//
-#include "drt/ExecutionEngine.h"
 #include "drt/HostManager.h"
 #include "drt/BackendRegistry.h"
+#include "drt/ExecutionEngine.h"
 #include "drt/SyncTransfer.h"
 
 namespace drt {
@@ -21,9 +21,9 @@ Error HostManager::addNetwork(Function function, int deviceIndex) {
     return makeError(ErrorCode::InvalidArgument,
                      "addNetwork '" + function.name() + "': no devices");
   if (placement_.count(function.name()))
-    return makeError(ErrorCode::InvalidArgument,
-                     "addNetwork: network '" + function.name() +
-                         "' already added");
+    return makeError(ErrorCode::InvalidArgument, "addNetwork: network '" +
+                                                     function.name() +
+                                                     "' already added");
   size_t index = 0;
   if (deviceIndex >= 0) {
     if (size_t(deviceIndex) >= devices_.size())

@@ -1,4 +1,5 @@
-//===- SyncTransfer.cpp - Blocking wrappers of the callbacks ---------------===//
+//===- SyncTransfer.cpp - Blocking wrappers of the callbacks
+//---------------===//
 #include "drt/SyncTransfer.h"
 
 #include <future>

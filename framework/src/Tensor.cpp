@@ -1,4 +1,5 @@
-//===- Tensor.cpp - Tensors, views and host access -------------------------===//
+//===- Tensor.cpp - Tensors, views and host access
+//-------------------------===//
 #include "drt/Tensor.h"
 #include "drt/DeviceManager.h"
 #include "drt/SyncTransfer.h"
@@ -102,9 +103,8 @@ Expected<Tensor> Tensor::create(Type type, std::string name) {
   try {
     return Tensor(std::move(type), std::move(name));
   } catch (const std::bad_alloc &) {
-    return makeError(ErrorCode::OutOfMemory,
-                     "cannot create tensor '" + name +
-                         "': host allocation failed");
+    return makeError(ErrorCode::OutOfMemory, "cannot create tensor '" + name +
+                                                 "': host allocation failed");
   }
 }
 

@@ -30,9 +30,9 @@ std::string_view violationKindName(ViolationKind kind) {
 
 std::optional<ViolationKind> parseViolationKind(std::string_view name) {
   static constexpr std::array<ViolationKind, 5> all = {
-      ViolationKind::HostAccessWhileOnDevice, ViolationKind::HostAccessWhileLost,
-      ViolationKind::UseOfMovedFrom, ViolationKind::ViewOutOfBounds,
-      ViolationKind::InvalidTensorType};
+      ViolationKind::HostAccessWhileOnDevice,
+      ViolationKind::HostAccessWhileLost, ViolationKind::UseOfMovedFrom,
+      ViolationKind::ViewOutOfBounds, ViolationKind::InvalidTensorType};
   for (ViolationKind k : all)
     if (violationKindName(k) == name)
       return k;

@@ -1,4 +1,5 @@
-//===- drt/DeviceConfig.h - Device configuration and capabilities -*- C++ -*-===//
+//===- drt/DeviceConfig.h - Device configuration and capabilities -*- C++
+//-*-===//
 #ifndef DRT_DEVICECONFIG_H
 #define DRT_DEVICECONFIG_H
 

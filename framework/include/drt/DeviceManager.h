@@ -1,4 +1,5 @@
-//===- drt/DeviceManager.h - One device and its transfer interface -*- C++ -*-===//
+//===- drt/DeviceManager.h - One device and its transfer interface -*- C++
+//-*-===//
 //
 // A DeviceManager is one accelerator. Its public interface is the contract of
 // docs/semantics.md: the transfer interface (transferToDevice,

@@ -37,7 +37,8 @@ std::optional<ErrorCode> parseErrorCode(std::string_view name);
 
 /// A success or a failure with a code and a human-readable message.
 ///
-/// Like llvm::Error, a failure converts to true: `if (Error e = f()) return e;`.
+/// Like llvm::Error, a failure converts to true: `if (Error e = f()) return
+/// e;`.
 class Error {
 public:
   /// Constructs a success.

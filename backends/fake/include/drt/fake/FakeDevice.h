@@ -1,0 +1,120 @@
+//===- drt/fake/FakeDevice.h - The reference device -------------*- C++ -*-===//
+//
+// FakeDevice simulates an accelerator exactly and observably: device memory is
+// host memory held in a generation-checked table with a budget and an
+// alignment, completions can arrive on a worker thread after seeded random
+// delays, faults can be planned, and every action is counted and logged.
+//
+// Parameters (DeviceConfig::parameters):
+//   async=1          complete on a worker thread after random delays
+//   seed=N           seed of the delays (default 1)
+//   max-delay-us=N   largest delay in microseconds (default 200)
+//   alignment=N      physical allocation granule in bytes (default 64)
+//   resident=0       declare no resident tensors (runs bring outputs home)
+// The default budget (memoryBudget 0) is 1 GiB.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DRT_FAKE_FAKEDEVICE_H
+#define DRT_FAKE_FAKEDEVICE_H
+
+#include "drt/DeviceManager.h"
+#include "drt/FaultPlan.h"
+#include "drt/LocationTable.h"
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace drt::fake {
+
+/// The budget of a fake device configured with memoryBudget 0.
+inline constexpr uint64_t DefaultMemoryBudget = uint64_t(1) << 30;
+
+/// The reference device.
+class FakeDevice final : public DeviceManager {
+public:
+  explicit FakeDevice(DeviceConfig config);
+  ~FakeDevice() override;
+
+  Error init() override;
+  Capabilities capabilities() const override;
+  std::string description() const override;
+  uint64_t maximumMemory() const override;
+  uint64_t usedMemory() const override;
+  uint64_t physicalMemoryInUse() const override;
+  size_t liveAllocations() const override;
+  DeviceStats stats() const override;
+  Error injectFault(const FaultSpec &fault) override;
+
+  /// Every action taken so far ("alloc loc#1.1 16", "free ...", ...).
+  std::vector<std::string> events() const;
+  /// The simulated bytes at \p location (for tests); empty when stale.
+  std::vector<std::byte> deviceBytes(DeviceLocation location) const;
+
+protected:
+  Expected<DeviceLocation> allocate(uint64_t bytes) override;
+  Error free(DeviceLocation location) override;
+  Expected<uint64_t> allocationSize(DeviceLocation location) const override;
+  void copyToDevice(DeviceLocation dst, const std::byte *src, uint64_t bytes,
+                    CompletionCallback done) override;
+  void copyFromDevice(DeviceLocation src, std::byte *dst, uint64_t bytes,
+                      CompletionCallback done) override;
+  Error compileFunction(const Function &function) override;
+  void evictFunction(const std::string &name) override;
+  void execute(const Function &function, std::vector<RunArgument> arguments,
+               CompletionCallback done) override;
+  void shutdownBackend() override;
+
+private:
+  struct Allocation {
+    std::vector<std::byte> bytes;
+  };
+  /// Work whose completion is delivered now (sync) or by the worker (async).
+  /// It returns the outcome; when the device stops first it is not run and
+  /// the completion gets DeviceLost.
+  struct Task {
+    std::function<Error()> work;
+    CompletionCallback done;
+  };
+
+  void submit(std::function<Error()> work, CompletionCallback done);
+  void workerLoop();
+  void log(std::string event);
+  /// Applies a planned fault at \p site: Success when none strikes.
+  Error strikeFault(FaultSite site, const std::string &what);
+  Error runNodes(const Function &function,
+                 const std::vector<RunArgument> &arguments);
+
+  bool async_ = false;
+  bool resident_ = true;
+  uint64_t alignment_ = 64;
+  uint64_t maxDelayUs_ = 200;
+  uint64_t budget_ = DefaultMemoryBudget;
+
+  mutable std::mutex mutex_;
+  LocationTable<Allocation> table_;
+  uint64_t used_ = 0;
+  uint64_t physical_ = 0;
+  DeviceStats stats_;
+  std::vector<std::string> events_;
+  bool stopped_ = false;
+
+  FaultPlan faults_;
+
+  std::mutex queueMutex_;
+  std::condition_variable queueReady_;
+  std::deque<Task> queue_;
+  bool stopWorker_ = false;
+  std::mt19937_64 delays_;
+  std::thread worker_;
+};
+
+} // namespace drt::fake
+
+#endif // DRT_FAKE_FAKEDEVICE_H

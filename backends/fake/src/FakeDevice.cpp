@@ -1,0 +1,435 @@
+//===- FakeDevice.cpp - The reference device
+//-------------------------------===//
+#include "drt/fake/FakeDevice.h"
+
+#include "drt/BackendRegistry.h"
+
+#include <chrono>
+#include <cstring>
+
+namespace drt::fake {
+
+namespace {
+Capabilities fakeCapabilities(bool async, bool resident) {
+  Capabilities caps;
+  caps.residentTensors = resident;
+  caps.asynchronousCompletion = async;
+  caps.peerToPeer = false;
+  caps.memoryBudget = true;
+  caps.faultInjection = true;
+  caps.deviceLoss = true;
+  return caps;
+}
+
+DRT_REGISTER_BACKEND(BackendInfo{
+    "fake",
+    "reference device: simulated memory, seeded asynchronous completion, "
+    "fault plans",
+    fakeCapabilities(true, true),
+    [](const DeviceConfig &config) -> std::unique_ptr<DeviceManager> {
+      return std::make_unique<FakeDevice>(config);
+    },
+    false});
+} // namespace
+
+FakeDevice::FakeDevice(DeviceConfig config)
+    : DeviceManager(std::move(config)) {}
+
+FakeDevice::~FakeDevice() {
+  shutdown();
+  // A shutdown started on the worker thread left it to finish by itself.
+  if (worker_.joinable())
+    worker_.join();
+}
+
+Error FakeDevice::init() {
+  auto async = config().boolParameter("async", false);
+  auto resident = config().boolParameter("resident", true);
+  auto seed = config().uintParameter("seed", 1);
+  auto alignment = config().uintParameter("alignment", 64);
+  auto delay = config().uintParameter("max-delay-us", 200);
+  for (const Error &e :
+       {async.takeError(), resident.takeError(), seed.takeError(),
+        alignment.takeError(), delay.takeError()})
+    if (e)
+      return e;
+  for (const auto &[key, value] : config().parameters)
+    if (key != "async" && key != "resident" && key != "seed" &&
+        key != "alignment" && key != "max-delay-us")
+      return makeError(ErrorCode::InvalidArgument,
+                       "fake device '" + name() + "': unknown parameter '" +
+                           key +
+                           "' (known: async, resident, seed, alignment, "
+                           "max-delay-us)");
+  if (*alignment == 0 || (*alignment & (*alignment - 1)))
+    return makeError(ErrorCode::InvalidArgument,
+                     "fake device '" + name() +
+                         "': alignment must be a power of two, got " +
+                         std::to_string(*alignment));
+  async_ = *async;
+  resident_ = *resident;
+  alignment_ = *alignment;
+  maxDelayUs_ = *delay;
+  budget_ = config().memoryBudget ? config().memoryBudget : DefaultMemoryBudget;
+  delays_.seed(*seed);
+  if (async_)
+    worker_ = std::thread([this] { workerLoop(); });
+  log("init " + std::string(async_ ? "async" : "sync") + " budget " +
+      std::to_string(budget_));
+  return Error::success();
+}
+
+Capabilities FakeDevice::capabilities() const {
+  return fakeCapabilities(async_, resident_);
+}
+
+std::string FakeDevice::description() const {
+  return "fake device '" + name() + "' (" + (async_ ? "async" : "sync") +
+         ", budget " + std::to_string(budget_) + " bytes, alignment " +
+         std::to_string(alignment_) + ")";
+}
+
+uint64_t FakeDevice::maximumMemory() const { return budget_; }
+
+uint64_t FakeDevice::usedMemory() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return used_;
+}
+
+uint64_t FakeDevice::physicalMemoryInUse() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return physical_;
+}
+
+size_t FakeDevice::liveAllocations() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return table_.size();
+}
+
+DeviceStats FakeDevice::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+std::vector<std::string> FakeDevice::events() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return events_;
+}
+
+std::vector<std::byte> FakeDevice::deviceBytes(DeviceLocation location) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const Allocation *a = table_.lookup(location);
+  return a ? a->bytes : std::vector<std::byte>{};
+}
+
+void FakeDevice::log(std::string event) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  events_.push_back(std::move(event));
+}
+
+Error FakeDevice::injectFault(const FaultSpec &fault) {
+  if (isShutDown())
+    return makeError(ErrorCode::DeviceLost,
+                     "injectFault: device '" + name() + "' is shut down");
+  if (Error e = faults_.add(fault))
+    return e;
+  log("plan fault " + std::string(faultSiteName(fault.site)) + " #" +
+      std::to_string(fault.nth) + " " + std::string(errorCodeName(fault.code)));
+  return Error::success();
+}
+
+Error FakeDevice::strikeFault(FaultSite site, const std::string &what) {
+  std::optional<ErrorCode> code = faults_.strike(site);
+  if (!code)
+    return Error::success();
+  log("fault " + std::string(faultSiteName(site)) + " " +
+      std::string(errorCodeName(*code)) + " at " + what);
+  Error e(*code, "injected fault at " + std::string(faultSiteName(site)) +
+                     " on fake device '" + name() + "' during " + what);
+  if (*code == ErrorCode::DeviceLost)
+    shutdown();
+  return e;
+}
+
+Expected<DeviceLocation> FakeDevice::allocate(uint64_t bytes) {
+  if (Error e =
+          strikeFault(FaultSite::Allocation,
+                      "allocation of " + std::to_string(bytes) + " bytes"))
+    return e;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (stopped_)
+    return makeError(ErrorCode::DeviceLost,
+                     "fake device '" + name() + "' is shut down");
+  if (bytes > budget_ - used_)
+    return makeError(ErrorCode::OutOfMemory,
+                     "fake device '" + name() + "': allocation of " +
+                         std::to_string(bytes) + " bytes with " +
+                         std::to_string(used_) + " of " +
+                         std::to_string(budget_) + " bytes in use");
+  DeviceLocation loc = table_.insert(Allocation{std::vector<std::byte>(bytes)});
+  used_ += bytes;
+  physical_ += (bytes + alignment_ - 1) & ~(alignment_ - 1);
+  ++stats_.allocations;
+  events_.push_back("alloc " + loc.toString() + " " + std::to_string(bytes));
+  return loc;
+}
+
+Error FakeDevice::free(DeviceLocation location) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::optional<Allocation> a = table_.erase(location);
+  if (!a)
+    return makeError(ErrorCode::InvalidArgument,
+                     "fake device '" + name() + "': free of " +
+                         location.toString() +
+                         ", which is stale, unknown or already released");
+  uint64_t bytes = a->bytes.size();
+  used_ -= bytes;
+  physical_ -= (bytes + alignment_ - 1) & ~(alignment_ - 1);
+  ++stats_.frees;
+  events_.push_back("free " + location.toString() + " " +
+                    std::to_string(bytes));
+  return Error::success();
+}
+
+Expected<uint64_t> FakeDevice::allocationSize(DeviceLocation location) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const Allocation *a = table_.lookup(location);
+  if (!a)
+    return makeError(ErrorCode::InvalidArgument,
+                     "fake device '" + name() + "': " + location.toString() +
+                         " is stale or unknown");
+  return uint64_t(a->bytes.size());
+}
+
+void FakeDevice::submit(std::function<Error()> work, CompletionCallback done) {
+  if (!async_) {
+    Error e = work();
+    return done(std::move(e));
+  }
+  {
+    std::lock_guard<std::mutex> lock(queueMutex_);
+    if (!stopWorker_) {
+      queue_.push_back(Task{std::move(work), std::move(done)});
+      queueReady_.notify_one();
+      return;
+    }
+  }
+  done(makeError(ErrorCode::DeviceLost,
+                 "fake device '" + name() + "' is shut down"));
+}
+
+void FakeDevice::workerLoop() {
+  for (;;) {
+    Task task;
+    uint64_t delay;
+    {
+      std::unique_lock<std::mutex> lock(queueMutex_);
+      queueReady_.wait(lock, [&] { return stopWorker_ || !queue_.empty(); });
+      if (queue_.empty())
+        return;
+      task = std::move(queue_.front());
+      queue_.pop_front();
+      delay = maxDelayUs_ ? delays_() % (maxDelayUs_ + 1) : 0;
+      if (stopWorker_) {
+        lock.unlock();
+        task.done(makeError(ErrorCode::DeviceLost,
+                            "fake device '" + name() +
+                                "' shut down before the operation ran"));
+        continue;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(delay));
+    Error e = task.work();
+    task.done(std::move(e));
+  }
+}
+
+void FakeDevice::copyToDevice(DeviceLocation dst, const std::byte *src,
+                              uint64_t bytes, CompletionCallback done) {
+  if (Error e = strikeFault(FaultSite::TransferToDevice,
+                            "copy of " + std::to_string(bytes) + " bytes to " +
+                                dst.toString())) {
+    if (e.code() == ErrorCode::DeviceLost)
+      return; // shutdown() completed the operation already.
+    return done(std::move(e));
+  }
+  submit(
+      [this, dst, src, bytes]() -> Error {
+        std::lock_guard<std::mutex> lock(mutex_);
+        Allocation *a = table_.lookup(dst);
+        if (!a || a->bytes.size() < bytes)
+          return makeError(ErrorCode::InvalidArgument,
+                           "fake device '" + name() + "': copy to " +
+                               dst.toString() + " of " + std::to_string(bytes) +
+                               " bytes: stale location or too small");
+        std::memcpy(a->bytes.data(), src, bytes);
+        ++stats_.transfersToDevice;
+        stats_.bytesToDevice += bytes;
+        events_.push_back("to-device " + dst.toString() + " " +
+                          std::to_string(bytes));
+        return Error::success();
+      },
+      std::move(done));
+}
+
+void FakeDevice::copyFromDevice(DeviceLocation src, std::byte *dst,
+                                uint64_t bytes, CompletionCallback done) {
+  if (Error e = strikeFault(FaultSite::TransferFromDevice,
+                            "copy of " + std::to_string(bytes) +
+                                " bytes from " + src.toString())) {
+    if (e.code() == ErrorCode::DeviceLost)
+      return;
+    return done(std::move(e));
+  }
+  submit(
+      [this, src, dst, bytes]() -> Error {
+        std::lock_guard<std::mutex> lock(mutex_);
+        const Allocation *a = table_.lookup(src);
+        if (!a || a->bytes.size() < bytes)
+          return makeError(ErrorCode::InvalidArgument,
+                           "fake device '" + name() + "': copy from " +
+                               src.toString() + " of " + std::to_string(bytes) +
+                               " bytes: stale location or too small");
+        std::memcpy(dst, a->bytes.data(), bytes);
+        ++stats_.transfersFromDevice;
+        stats_.bytesFromDevice += bytes;
+        events_.push_back("from-device " + src.toString() + " " +
+                          std::to_string(bytes));
+        return Error::success();
+      },
+      std::move(done));
+}
+
+Error FakeDevice::compileFunction(const Function &function) {
+  log("compile " + function.name());
+  return Error::success();
+}
+
+void FakeDevice::evictFunction(const std::string &name) {
+  log("evict " + name);
+}
+
+namespace {
+template <typename T> T wrapAdd(T a, T b) {
+  if constexpr (std::is_same_v<T, int32_t>)
+    return int32_t(uint32_t(a) + uint32_t(b));
+  else
+    return a + b;
+}
+template <typename T> T wrapMul(T a, T b) {
+  if constexpr (std::is_same_v<T, int32_t>)
+    return int32_t(uint32_t(a) * uint32_t(b));
+  else
+    return a * b;
+}
+
+template <typename T>
+void evalNode(const Node &node, const T *a, const T *b, T *out, size_t n) {
+  switch (node.op) {
+  case OpKind::Add:
+    for (size_t i = 0; i < n; ++i)
+      out[i] = wrapAdd(a[i], b[i]);
+    break;
+  case OpKind::Mul:
+    for (size_t i = 0; i < n; ++i)
+      out[i] = wrapMul(a[i], b[i]);
+    break;
+  case OpKind::Relu:
+    for (size_t i = 0; i < n; ++i)
+      out[i] = a[i] > T(0) ? a[i] : T(0);
+    break;
+  case OpKind::Scale: {
+    T factor = static_cast<T>(node.factor);
+    for (size_t i = 0; i < n; ++i)
+      out[i] = wrapMul(a[i], factor);
+    break;
+  }
+  case OpKind::Copy:
+    std::memmove(out, a, n * sizeof(T));
+    break;
+  }
+}
+} // namespace
+
+Error FakeDevice::runNodes(const Function &function,
+                           const std::vector<RunArgument> &arguments) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto pointerTo = [&](const std::string &placeholder,
+                       std::byte *&out) -> Error {
+    int i = function.placeholderIndex(placeholder);
+    const RunArgument &arg = arguments.at(i);
+    Allocation *a = table_.lookup(arg.location);
+    uint64_t bytes = function.placeholders()[i].type.sizeInBytes();
+    if (!a || arg.offsetBytes > a->bytes.size() ||
+        bytes > a->bytes.size() - arg.offsetBytes)
+      return makeError(ErrorCode::InvalidArgument,
+                       "fake device '" + name() + "': run of '" +
+                           function.name() + "': placeholder '" + placeholder +
+                           "' at " + arg.location.toString() + "+" +
+                           std::to_string(arg.offsetBytes) +
+                           " is stale or out of bounds");
+    out = a->bytes.data() + arg.offsetBytes;
+    return Error::success();
+  };
+  for (const Node &node : function.nodes()) {
+    std::byte *in0 = nullptr, *in1 = nullptr, *out = nullptr;
+    if (Error e = pointerTo(node.inputs[0], in0))
+      return e;
+    if (node.inputs.size() > 1)
+      if (Error e = pointerTo(node.inputs[1], in1))
+        return e;
+    if (Error e = pointerTo(node.output, out))
+      return e;
+    const Type &type = function.findPlaceholder(node.output)->type;
+    size_t n = type.numElements();
+    if (type.kind == ElemKind::Float32)
+      evalNode(node, reinterpret_cast<const float *>(in0),
+               reinterpret_cast<const float *>(in1),
+               reinterpret_cast<float *>(out), n);
+    else
+      evalNode(node, reinterpret_cast<const int32_t *>(in0),
+               reinterpret_cast<const int32_t *>(in1),
+               reinterpret_cast<int32_t *>(out), n);
+  }
+  ++stats_.runs;
+  events_.push_back("run " + function.name());
+  return Error::success();
+}
+
+void FakeDevice::execute(const Function &function,
+                         std::vector<RunArgument> arguments,
+                         CompletionCallback done) {
+  if (Error e =
+          strikeFault(FaultSite::Run, "run of '" + function.name() + "'")) {
+    if (e.code() == ErrorCode::DeviceLost)
+      return;
+    return done(std::move(e));
+  }
+  submit(
+      [this, &function, arguments = std::move(arguments)]() {
+        return runNodes(function, arguments);
+      },
+      std::move(done));
+}
+
+void FakeDevice::shutdownBackend() {
+  if (worker_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(queueMutex_);
+      stopWorker_ = true;
+    }
+    queueReady_.notify_all();
+    // A shutdown started from a completion on the worker itself cannot join
+    // it; the worker drains the queue with DeviceLost and the destructor joins.
+    if (std::this_thread::get_id() != worker_.get_id())
+      worker_.join();
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  stopped_ = true;
+  table_.clear();
+  used_ = 0;
+  physical_ = 0;
+  events_.push_back("shutdown");
+}
+
+} // namespace drt::fake

@@ -1,0 +1,141 @@
+//===- FakeDeviceTest.cpp - What only the reference device shows ----------===//
+#include "drt/fake/FakeDevice.h"
+#include "drt/BackendRegistry.h"
+#include "drt/SyncTransfer.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <thread>
+
+using namespace drt;
+using drt::fake::FakeDevice;
+
+namespace {
+std::unique_ptr<FakeDevice> makeFake(std::map<std::string, std::string> params,
+                                     uint64_t budget = 0) {
+  DeviceConfig c;
+  c.name = "fake-test";
+  c.parameters = std::move(params);
+  c.memoryBudget = budget;
+  auto d = std::make_unique<FakeDevice>(c);
+  Error e = d->init();
+  EXPECT_FALSE(e) << e.toString();
+  return d;
+}
+} // namespace
+
+TEST(FakeDevice, IsRegisteredWithItsCapabilities) {
+  const BackendInfo *info = BackendRegistry::instance().find("fake");
+  ASSERT_NE(info, nullptr);
+  EXPECT_TRUE(info->capabilities.residentTensors);
+  EXPECT_TRUE(info->capabilities.faultInjection);
+  EXPECT_FALSE(info->testOnly);
+}
+
+TEST(FakeDevice, UnknownOrMalformedParametersAreClearErrors) {
+  DeviceConfig c;
+  c.name = "f";
+  c.parameters = {{"asynch", "1"}};
+  FakeDevice d(c);
+  Error e = d.init();
+  EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+  EXPECT_NE(e.message().find("'asynch'"), std::string::npos) << e.message();
+  c.parameters = {{"alignment", "48"}};
+  FakeDevice d2(c);
+  EXPECT_EQ(d2.init().code(), ErrorCode::InvalidArgument);
+  c.parameters = {{"seed", "-1"}};
+  FakeDevice d3(c);
+  EXPECT_EQ(d3.init().code(), ErrorCode::InvalidArgument);
+}
+
+TEST(FakeDevice, PhysicalUsageRoundsToTheAlignmentLogicalDoesNot) {
+  auto d = makeFake({{"alignment", "256"}});
+  Tensor t(ElemKind::UInt8, {10}, "t");
+  ASSERT_FALSE(transferToDeviceSync(*d, t));
+  EXPECT_EQ(d->usedMemory(), 10u);
+  EXPECT_EQ(d->physicalMemoryInUse(), 256u);
+  ASSERT_FALSE(d->releaseDeviceTensor(t));
+  EXPECT_EQ(d->physicalMemoryInUse(), 0u);
+  EXPECT_EQ(d->maximumMemory(), fake::DefaultMemoryBudget);
+}
+
+TEST(FakeDevice, DeviceBytesAreTheTransferredBytes) {
+  auto d = makeFake({});
+  Tensor t(ElemKind::Int32, {3}, "t");
+  auto h = t.mutableHostData<int32_t>();
+  h[0] = 1, h[1] = -2, h[2] = 3;
+  ASSERT_FALSE(transferToDeviceSync(*d, t));
+  std::vector<std::byte> bytes = d->deviceBytes(t.residencySnapshot().location);
+  ASSERT_EQ(bytes.size(), 12u);
+  int32_t second;
+  std::memcpy(&second, bytes.data() + 4, 4);
+  EXPECT_EQ(second, -2);
+  DeviceLocation loc = t.residencySnapshot().location;
+  ASSERT_FALSE(d->releaseDeviceTensor(t));
+  EXPECT_TRUE(d->deviceBytes(loc).empty()) << "released memory is gone";
+}
+
+TEST(FakeDevice, EventLogRecordsEachActionInOrder) {
+  auto d = makeFake({});
+  Tensor t(ElemKind::Float32, {4}, "t");
+  ASSERT_FALSE(transferToDeviceSync(*d, t));
+  ASSERT_FALSE(transferFromDeviceSync(*d, t, true));
+  std::vector<std::string> ev = d->events();
+  ASSERT_GE(ev.size(), 5u);
+  EXPECT_EQ(ev[1].rfind("alloc ", 0), 0u) << ev[1];
+  EXPECT_EQ(ev[2].rfind("to-device ", 0), 0u) << ev[2];
+  EXPECT_EQ(ev[3].rfind("from-device ", 0), 0u) << ev[3];
+  EXPECT_EQ(ev[4].rfind("free ", 0), 0u) << ev[4];
+  DeviceStats s = d->stats();
+  EXPECT_EQ(s.allocations, 1u);
+  EXPECT_EQ(s.frees, 1u);
+  EXPECT_EQ(s.bytesToDevice, 16u);
+  EXPECT_EQ(s.bytesFromDevice, 16u);
+}
+
+TEST(FakeDevice, AsyncCompletionArrivesOnAnotherThreadAfterTheCall) {
+  auto d = makeFake({{"async", "1"}, {"seed", "3"}, {"max-delay-us", "2000"}});
+  EXPECT_TRUE(d->capabilities().asynchronousCompletion);
+  Tensor t(ElemKind::Float32, {4}, "t");
+  std::atomic<bool> done{false};
+  std::thread::id callbackThread;
+  d->transferToDevice(t, std::nullopt, [&](Error e) {
+    EXPECT_FALSE(e);
+    callbackThread = std::this_thread::get_id();
+    done = true;
+  });
+  EXPECT_TRUE(t.residencySnapshot().busy || done)
+      << "the record is busy until the callback";
+  t.residency().waitUntilIdle();
+  while (!done)
+    std::this_thread::yield();
+  EXPECT_NE(callbackThread, std::this_thread::get_id());
+  EXPECT_EQ(t.residencySnapshot().state, ResidencyState::Device);
+}
+
+TEST(FakeDevice, ShutdownFromACompletionOnTheWorkerDoesNotDeadlock) {
+  auto d = makeFake({{"async", "1"}});
+  Tensor t(ElemKind::Float32, {4}, "t");
+  std::atomic<bool> done{false};
+  FakeDevice *raw = d.get();
+  d->transferToDevice(t, std::nullopt, [&](Error) {
+    raw->shutdown();
+    done = true;
+  });
+  while (!done)
+    std::this_thread::yield();
+  EXPECT_TRUE(d->isShutDown());
+  d.reset();
+  EXPECT_EQ(t.residencySnapshot().state, ResidencyState::Lost);
+}
+
+TEST(FakeDevice, DestroyingTheDeviceLosesItsTensorsSafely) {
+  Tensor t(ElemKind::Float32, {4}, "t");
+  {
+    auto d = makeFake({});
+    ASSERT_FALSE(transferToDeviceSync(*d, t));
+  }
+  EXPECT_EQ(t.residencySnapshot().state, ResidencyState::Lost);
+  EXPECT_EQ(t.residencySnapshot().manager, nullptr);
+}

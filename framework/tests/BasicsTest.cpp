@@ -1,0 +1,134 @@
+//===- BasicsTest.cpp - Errors, names, types, handles, faults -------------===//
+#include "drt/BackendRegistry.h"
+#include "drt/DeviceConfig.h"
+#include "drt/Error.h"
+#include "drt/FaultPlan.h"
+#include "drt/LocationTable.h"
+#include "drt/Type.h"
+#include "drt/Violation.h"
+
+#include <gtest/gtest.h>
+
+using namespace drt;
+
+TEST(Error, SuccessIsFalseAndFailureCarriesCodeAndMessage) {
+  Error ok = Error::success();
+  EXPECT_FALSE(ok);
+  EXPECT_TRUE(ok.isSuccess());
+  Error e(ErrorCode::OutOfMemory, "tensor 'a' needs 16 bytes");
+  EXPECT_TRUE(e);
+  EXPECT_EQ(e.code(), ErrorCode::OutOfMemory);
+  EXPECT_EQ(e.toString(), "OutOfMemory: tensor 'a' needs 16 bytes");
+}
+
+TEST(Error, ExpectedHoldsValueOrError) {
+  Expected<int> v(7);
+  ASSERT_TRUE(v);
+  EXPECT_EQ(*v, 7);
+  EXPECT_TRUE(v.takeError().isSuccess());
+  Expected<int> f(makeError(ErrorCode::DeviceLost, "gone"));
+  EXPECT_FALSE(f);
+  EXPECT_EQ(f.takeError().code(), ErrorCode::DeviceLost);
+}
+
+TEST(Names, EveryNameParsesBack) {
+  for (ErrorCode c :
+       {ErrorCode::Success, ErrorCode::OutOfMemory, ErrorCode::InvalidArgument,
+        ErrorCode::NotSupported, ErrorCode::DeviceError, ErrorCode::DeviceLost})
+    EXPECT_EQ(parseErrorCode(errorCodeName(c)), c);
+  for (ElemKind k :
+       {ElemKind::Float32, ElemKind::Int32, ElemKind::Int64, ElemKind::UInt8})
+    EXPECT_EQ(parseElemKind(elemKindName(k)), k);
+  for (FaultSite s : {FaultSite::Allocation, FaultSite::TransferToDevice,
+                      FaultSite::TransferFromDevice, FaultSite::Run})
+    EXPECT_EQ(parseFaultSite(faultSiteName(s)), s);
+  for (ViolationKind k :
+       {ViolationKind::HostAccessWhileOnDevice,
+        ViolationKind::HostAccessWhileLost, ViolationKind::UseOfMovedFrom,
+        ViolationKind::ViewOutOfBounds, ViolationKind::InvalidTensorType})
+    EXPECT_EQ(parseViolationKind(violationKindName(k)), k);
+  EXPECT_FALSE(parseErrorCode("Nope"));
+  EXPECT_FALSE(parseElemKind("f16"));
+}
+
+TEST(Type, SizesAndPrinting) {
+  Type t{ElemKind::Float32, {2, 3}};
+  EXPECT_EQ(t.numElements(), 6u);
+  EXPECT_EQ(t.sizeInBytes(), 24u);
+  EXPECT_EQ(t.toString(), "f32[2x3]");
+  EXPECT_EQ((Type{ElemKind::UInt8, {5}}).sizeInBytes(), 5u);
+  EXPECT_EQ((Type{ElemKind::Int64, {5}}).sizeInBytes(), 40u);
+}
+
+TEST(LocationTable, ReleasedAndForgedHandlesAreRejected) {
+  LocationTable<int> table;
+  DeviceLocation a = table.insert(1);
+  DeviceLocation b = table.insert(2);
+  EXPECT_NE(a, b);
+  ASSERT_NE(table.lookup(a), nullptr);
+  EXPECT_EQ(*table.lookup(a), 1);
+  EXPECT_TRUE(table.erase(a));
+  EXPECT_EQ(table.lookup(a), nullptr);
+  EXPECT_FALSE(table.erase(a)) << "double release must be detected";
+  // The slot is reused with a new generation: the old handle stays stale.
+  DeviceLocation c = table.insert(3);
+  EXPECT_NE(c, a);
+  EXPECT_EQ(table.lookup(a), nullptr);
+  EXPECT_EQ(*table.lookup(c), 3);
+  EXPECT_EQ(table.lookup(DeviceLocation{}), nullptr);
+  EXPECT_EQ(table.lookup(DeviceLocation{0xdeadbeef00000042ull}), nullptr);
+  EXPECT_EQ(table.size(), 2u);
+  table.clear();
+  EXPECT_EQ(table.size(), 0u);
+  EXPECT_EQ(table.lookup(b), nullptr);
+}
+
+TEST(FaultPlan, StrikesTheNthOperationOnce) {
+  FaultPlan plan;
+  EXPECT_TRUE(plan.add({FaultSite::Allocation, 0, ErrorCode::DeviceError}));
+  EXPECT_TRUE(plan.add({FaultSite::Allocation, 1, ErrorCode::Success}));
+  ASSERT_FALSE(plan.add({FaultSite::Allocation, 2, ErrorCode::OutOfMemory}));
+  EXPECT_FALSE(plan.strike(FaultSite::Run));
+  EXPECT_FALSE(plan.strike(FaultSite::Allocation));
+  EXPECT_EQ(plan.strike(FaultSite::Allocation), ErrorCode::OutOfMemory);
+  EXPECT_FALSE(plan.strike(FaultSite::Allocation));
+  EXPECT_EQ(plan.pending(), 0u);
+}
+
+TEST(DeviceConfig, ParametersParseOrNameTheProblem) {
+  DeviceConfig c;
+  c.name = "dev";
+  c.parameters = {{"n", "12"}, {"bad", "12x"}, {"flag", "on"}, {"b2", "maybe"}};
+  EXPECT_EQ(*c.uintParameter("n", 0), 12u);
+  EXPECT_EQ(*c.uintParameter("absent", 5), 5u);
+  Error e = c.uintParameter("bad", 0).takeError();
+  EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+  EXPECT_NE(e.message().find("'bad'"), std::string::npos);
+  EXPECT_NE(e.message().find("12x"), std::string::npos);
+  EXPECT_TRUE(*c.boolParameter("flag", false));
+  EXPECT_FALSE(c.boolParameter("b2", false));
+}
+
+TEST(BackendRegistry, UnknownNameListsTheRegisteredOnes) {
+  auto d = BackendRegistry::instance().create("no-such-backend", {});
+  ASSERT_FALSE(d);
+  Error e = d.takeError();
+  EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+  EXPECT_NE(e.message().find("no-such-backend"), std::string::npos);
+  EXPECT_NE(e.message().find("registered backends"), std::string::npos);
+}
+
+TEST(Violation, ThrowingHandlerThrowsAndRestores) {
+  {
+    ScopedThrowingViolationHandler handler;
+    try {
+      reportViolation(ViolationKind::UseOfMovedFrom, "boom");
+      FAIL() << "reportViolation returned";
+    } catch (const ContractViolationError &v) {
+      EXPECT_EQ(v.kind(), ViolationKind::UseOfMovedFrom);
+      EXPECT_STREQ(v.what(), "boom");
+    }
+  }
+  EXPECT_EQ(setViolationHandler(nullptr), nullptr)
+      << "the scoped handler must restore the default";
+}

@@ -1,0 +1,831 @@
+//===- BehaviourTest.cpp - The contract on every backend ------------------===//
+//
+// Each test checks one rule of docs/semantics.md against a real
+// DeviceManager created through the registry. The same tests are instantiated
+// for every backend configuration (see the INSTANTIATE lines at the end); after
+// every test each device must be back at its baseline: no bytes in use, no
+// live allocations, no operation in flight, no background error.
+//
+//===----------------------------------------------------------------------===//
+#include "drt/BackendRegistry.h"
+#include "drt/ExecutionEngine.h"
+#include "drt/HostManager.h"
+#include "drt/SyncTransfer.h"
+#include "drt/Violation.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <thread>
+
+using namespace drt;
+
+namespace {
+
+struct BackendCase {
+  std::string label;
+  std::string backend;
+  std::map<std::string, std::string> parameters;
+};
+
+std::ostream &operator<<(std::ostream &os, const BackendCase &c) {
+  return os << c.label;
+}
+
+#define EXPECT_VIOLATION(stmt, kindValue)                                      \
+  do {                                                                         \
+    try {                                                                      \
+      stmt;                                                                    \
+      ADD_FAILURE() << "no violation from: " #stmt;                            \
+    } catch (const ContractViolationError &v) {                                \
+      EXPECT_EQ(v.kind(), kindValue) << v.what();                              \
+    }                                                                          \
+  } while (0)
+
+::testing::AssertionResult hasCode(const Error &e, ErrorCode code) {
+  if (e.code() == code)
+    return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << "expected " << errorCodeName(code) << ", got " << e.toString();
+}
+#define EXPECT_CODE(expr, codeValue) EXPECT_TRUE(hasCode((expr), codeValue))
+
+#define ASSERT_OK(expr)                                                        \
+  do {                                                                         \
+    Error e_ = (expr);                                                         \
+    ASSERT_FALSE(e_) << #expr << " failed: " << e_.toString();                 \
+  } while (0)
+
+class Behaviour : public ::testing::TestWithParam<BackendCase> {
+protected:
+  /// Creates device \p index (0, 1, ...) on first use.
+  DeviceManager &device(size_t index = 0, uint64_t budget = 0,
+                        bool copyToHost = false) {
+    while (devices_.size() <= index) {
+      DeviceConfig config;
+      config.name = GetParam().backend + std::to_string(devices_.size());
+      config.parameters = GetParam().parameters;
+      config.memoryBudget = budget;
+      config.copyDeviceTensorsToHost = copyToHost;
+      auto d = BackendRegistry::instance().create(GetParam().backend, config);
+      if (!d) {
+        ADD_FAILURE() << "cannot create " << GetParam().backend << ": "
+                      << d.takeError().toString();
+        std::abort();
+      }
+      devices_.push_back(std::move(*d));
+    }
+    return *devices_[index];
+  }
+
+  Capabilities caps() { return device().capabilities(); }
+
+  void TearDown() override {
+    for (auto &d : devices_) {
+      EXPECT_EQ(d->operationsInFlight(), 0u) << d->name();
+      for (const Error &e : d->takeBackgroundErrors())
+        ADD_FAILURE() << d->name() << ": background error " << e.toString();
+      if (d->isShutDown())
+        continue;
+      EXPECT_EQ(d->usedMemory(), 0u) << d->name() << " did not return to 0";
+      EXPECT_EQ(d->liveAllocations(), 0u) << d->name();
+    }
+  }
+
+  static Tensor floats(size_t n, const std::string &name, float base = 1) {
+    Tensor t(ElemKind::Float32, {n}, name);
+    auto d = t.mutableHostData<float>();
+    for (size_t i = 0; i < n; ++i)
+      d[i] = base + float(i) * 0.5f;
+    return t;
+  }
+
+  static std::vector<float> values(const Tensor &t) {
+    auto d = t.hostData<float>();
+    return {d.begin(), d.end()};
+  }
+
+  Function addFunction(const std::string &name, size_t n) {
+    Type t{ElemKind::Float32, {n}};
+    Function f(name);
+    f.addPlaceholder("a", t).addPlaceholder("b", t).addPlaceholder("sum", t);
+    f.addPlaceholder("act", t);
+    f.addNode({OpKind::Add, {"a", "b"}, "sum"});
+    f.addNode({OpKind::Relu, {"sum"}, "act"});
+    return f;
+  }
+
+  ScopedThrowingViolationHandler handler_;
+  // Destroyed after the tensors of a test body, before TearDown checks.
+  std::vector<std::unique_ptr<DeviceManager>> devices_;
+};
+
+TEST_P(Behaviour, ToDeviceMakesTheRecordDeviceAndHostAccessAViolation) {
+  if (!caps().residentTensors)
+    GTEST_SKIP() << "backend declares no resident tensors";
+  DeviceManager &d = device();
+  Tensor t = floats(16, "t");
+  ASSERT_OK(transferToDeviceSync(d, t));
+  ResidencySnapshot s = t.residencySnapshot();
+  EXPECT_EQ(s.state, ResidencyState::Device);
+  EXPECT_EQ(s.manager, &d);
+  EXPECT_FALSE(s.location.isNull());
+  EXPECT_EQ(d.usedMemory(), 64u);
+  EXPECT_EQ(d.liveAllocations(), 1u);
+  EXPECT_VIOLATION(t.hostBytes(), ViolationKind::HostAccessWhileOnDevice);
+  EXPECT_VIOLATION(t.mutableHostBytes(),
+                   ViolationKind::HostAccessWhileOnDevice);
+  EXPECT_VIOLATION(t.clone(), ViolationKind::HostAccessWhileOnDevice);
+}
+
+TEST_P(Behaviour, RoundTripWithReleasePreservesContents) {
+  if (!caps().residentTensors)
+    GTEST_SKIP() << "backend declares no resident tensors";
+  DeviceManager &d = device();
+  Tensor t = floats(33, "t", -4);
+  std::vector<float> before = values(t);
+  ASSERT_OK(transferToDeviceSync(d, t));
+  ASSERT_OK(transferFromDeviceSync(d, t, /*release=*/true));
+  EXPECT_EQ(t.residencySnapshot().state, ResidencyState::Host);
+  EXPECT_EQ(values(t), before);
+  EXPECT_EQ(d.usedMemory(), 0u);
+}
+
+TEST_P(Behaviour, KeepMakesMirroredAndTheFirstWriteDropsTheDeviceCopy) {
+  if (!caps().residentTensors)
+    GTEST_SKIP() << "backend declares no resident tensors";
+  DeviceManager &d = device();
+  Tensor t = floats(8, "t");
+  ASSERT_OK(transferToDeviceSync(d, t));
+  ASSERT_OK(transferFromDeviceSync(d, t, /*release=*/false));
+  EXPECT_EQ(t.residencySnapshot().state, ResidencyState::Mirrored);
+  EXPECT_EQ(d.usedMemory(), 32u) << "Mirrored keeps the device copy";
+  EXPECT_EQ(values(t)[7], 4.5f) << "host reads are allowed when Mirrored";
+  EXPECT_EQ(t.residencySnapshot().state, ResidencyState::Mirrored);
+  t.mutableHostData<float>()[0] = 9;
+  EXPECT_EQ(t.residencySnapshot().state, ResidencyState::Host);
+  EXPECT_EQ(d.usedMemory(), 0u);
+  EXPECT_EQ(d.liveAllocations(), 0u);
+}
+
+TEST_P(Behaviour, MirroredToTheSameDeviceMovesNothing) {
+  if (!caps().residentTensors)
+    GTEST_SKIP() << "backend declares no resident tensors";
+  DeviceManager &d = device();
+  Tensor t = floats(8, "t");
+  ASSERT_OK(transferToDeviceSync(d, t));
+  ASSERT_OK(transferFromDeviceSync(d, t, false));
+  DeviceStats before = d.stats();
+  DeviceLocation loc = t.residencySnapshot().location;
+  ASSERT_OK(transferToDeviceSync(d, t));
+  EXPECT_EQ(d.stats().transfersToDevice, before.transfersToDevice);
+  EXPECT_EQ(d.stats().allocations, before.allocations);
+  EXPECT_EQ(t.residencySnapshot().state, ResidencyState::Mirrored);
+  EXPECT_EQ(t.residencySnapshot().location, loc);
+  // Device to the same device is a no-op too.
+  ASSERT_OK(transferFromDeviceSync(d, t, true));
+  ASSERT_OK(transferToDeviceSync(d, t));
+  before = d.stats();
+  ASSERT_OK(transferToDeviceSync(d, t));
+  EXPECT_EQ(d.stats().transfersToDevice, before.transfersToDevice);
+}
+
+TEST_P(Behaviour, ViewsObserveResidencyOnlyOwnersAndFullViewsMoveIt) {
+  if (!caps().residentTensors)
+    GTEST_SKIP() << "backend declares no resident tensors";
+  DeviceManager &d = device();
+  Tensor owner = floats(8, "o");
+  Tensor part = owner.getUnowned({4}, 4);
+  Tensor full = owner.getUnowned({8});
+  EXPECT_CODE(transferToDeviceSync(d, part), ErrorCode::InvalidArgument);
+  EXPECT_EQ(owner.residencySnapshot().state, ResidencyState::Host);
+  ASSERT_OK(transferToDeviceSync(d, owner));
+  EXPECT_EQ(part.residencySnapshot().state, ResidencyState::Device)
+      << "a view shares its owner's record";
+  EXPECT_VIOLATION(part.hostBytes(), ViolationKind::HostAccessWhileOnDevice);
+  EXPECT_CODE(transferFromDeviceSync(d, part), ErrorCode::InvalidArgument);
+  EXPECT_CODE(d.releaseDeviceTensor(part), ErrorCode::InvalidArgument);
+  ASSERT_OK(transferFromDeviceSync(d, full, true));
+  EXPECT_EQ(owner.residencySnapshot().state, ResidencyState::Host);
+  EXPECT_EQ(values(part)[0], 3.0f);
+}
+
+TEST_P(Behaviour, LastReferenceReleasesDeviceMemoryExactlyOnce) {
+  if (!caps().residentTensors)
+    GTEST_SKIP() << "backend declares no resident tensors";
+  DeviceManager &d = device();
+  uint64_t freesBefore = d.stats().frees;
+  Tensor view;
+  {
+    Tensor owner = floats(8, "o");
+    ASSERT_OK(transferToDeviceSync(d, owner));
+    view = owner.getUnowned({2}, 6);
+  }
+  EXPECT_EQ(d.usedMemory(), 32u) << "the view keeps the record alive";
+  EXPECT_EQ(view.residencySnapshot().state, ResidencyState::Device);
+  view = Tensor();
+  EXPECT_EQ(d.usedMemory(), 0u);
+  EXPECT_EQ(d.stats().frees, freesBefore + 1);
+}
+
+TEST_P(Behaviour, CloneOfMirroredIsAnIndependentHostTensor) {
+  if (!caps().residentTensors)
+    GTEST_SKIP() << "backend declares no resident tensors";
+  DeviceManager &d = device();
+  Tensor t = floats(4, "t");
+  ASSERT_OK(transferToDeviceSync(d, t));
+  ASSERT_OK(transferFromDeviceSync(d, t, false));
+  Tensor c = t.clone();
+  EXPECT_EQ(c.residencySnapshot().state, ResidencyState::Host);
+  EXPECT_FALSE(c.sharesResidencyWith(t));
+  EXPECT_EQ(values(c), values(t));
+  EXPECT_EQ(t.residencySnapshot().state, ResidencyState::Mirrored);
+  c.mutableHostData<float>()[0] = 100;
+  EXPECT_EQ(t.residencySnapshot().state, ResidencyState::Mirrored)
+      << "writing the clone must not touch the source's record";
+}
+
+TEST_P(Behaviour, ReleaseIsIdempotentAndCallsTheBackendOnce) {
+  if (!caps().residentTensors)
+    GTEST_SKIP() << "backend declares no resident tensors";
+  DeviceManager &d = device();
+  Tensor t = floats(4, "t");
+  ASSERT_OK(transferToDeviceSync(d, t));
+  uint64_t frees = d.stats().frees;
+  ASSERT_OK(d.releaseDeviceTensor(t));
+  EXPECT_EQ(t.residencySnapshot().state, ResidencyState::Host);
+  ASSERT_OK(d.releaseDeviceTensor(t));
+  EXPECT_EQ(d.stats().frees, frees + 1);
+  EXPECT_EQ(d.usedMemory(), 0u);
+  (void)t.hostBytes(); // allowed: contents unspecified, but readable
+}
+
+TEST_P(Behaviour, StaleAndUnknownLocationsAreRejectedNotPassedOn) {
+  if (!caps().residentTensors)
+    GTEST_SKIP() << "backend declares no resident tensors";
+  DeviceManager &d = device();
+  auto loc = d.allocateDeviceMemory(64);
+  ASSERT_TRUE(loc) << loc.takeError().toString();
+  EXPECT_EQ(d.liveAllocations(), 1u);
+  ASSERT_OK(d.releaseDeviceMemory(*loc));
+  EXPECT_CODE(d.releaseDeviceMemory(*loc), ErrorCode::InvalidArgument);
+  EXPECT_CODE(d.releaseDeviceMemory(DeviceLocation{}),
+              ErrorCode::InvalidArgument);
+  EXPECT_CODE(d.releaseDeviceMemory(DeviceLocation{0x7777000000000009ull}),
+              ErrorCode::InvalidArgument);
+  Tensor t = floats(16, "t");
+  EXPECT_CODE(transferToDeviceSync(d, t, *loc), ErrorCode::InvalidArgument);
+  EXPECT_EQ(t.residencySnapshot().state, ResidencyState::Host);
+  EXPECT_CODE(d.allocateDeviceMemory(0).takeError(),
+              ErrorCode::InvalidArgument);
+}
+
+TEST_P(Behaviour, TransferToAGivenLocationTakesItOver) {
+  if (!caps().residentTensors)
+    GTEST_SKIP() << "backend declares no resident tensors";
+  DeviceManager &d = device();
+  Tensor t = floats(16, "t", 2);
+  auto wrong = d.allocateDeviceMemory(60);
+  ASSERT_TRUE(wrong);
+  EXPECT_CODE(transferToDeviceSync(d, t, *wrong), ErrorCode::InvalidArgument);
+  ASSERT_OK(d.releaseDeviceMemory(*wrong));
+  auto loc = d.allocateDeviceMemory(64);
+  ASSERT_TRUE(loc);
+  ASSERT_OK(transferToDeviceSync(d, t, *loc));
+  EXPECT_EQ(t.residencySnapshot().location, *loc);
+  EXPECT_EQ(d.liveAllocations(), 1u);
+  EXPECT_CODE(d.releaseDeviceMemory(*loc), ErrorCode::InvalidArgument)
+      << "a location owned by a tensor cannot be released raw";
+  Tensor other = floats(16, "other");
+  EXPECT_CODE(transferToDeviceSync(d, other, *loc), ErrorCode::InvalidArgument);
+  ASSERT_OK(transferFromDeviceSync(d, t));
+  EXPECT_EQ(values(t)[15], 9.5f);
+}
+
+TEST_P(Behaviour, MoveAssignOntoAResidentTensorReleasesItsMemory) {
+  if (!caps().residentTensors)
+    GTEST_SKIP() << "backend declares no resident tensors";
+  DeviceManager &d = device();
+  Tensor target = floats(8, "target");
+  Tensor source = floats(4, "source", 7);
+  ASSERT_OK(transferToDeviceSync(d, target));
+  ASSERT_OK(transferToDeviceSync(d, source));
+  EXPECT_EQ(d.usedMemory(), 48u);
+  uint64_t frees = d.stats().frees;
+  target = std::move(source);
+  EXPECT_EQ(d.usedMemory(), 16u);
+  EXPECT_EQ(d.stats().frees, frees + 1);
+  EXPECT_EQ(target.residencySnapshot().state, ResidencyState::Device);
+  EXPECT_VIOLATION(source.hostBytes(), ViolationKind::UseOfMovedFrom);
+  EXPECT_VIOLATION(transferToDeviceSync(d, source),
+                   ViolationKind::UseOfMovedFrom);
+  Tensor &self = target;
+  target = std::move(self);
+  EXPECT_EQ(d.usedMemory(), 16u) << "self-move must not release";
+  EXPECT_EQ(target.residencySnapshot().state, ResidencyState::Device);
+  Tensor moved(std::move(target));
+  EXPECT_EQ(moved.residencySnapshot().state, ResidencyState::Device);
+  ASSERT_OK(transferFromDeviceSync(d, moved));
+  EXPECT_EQ(values(moved)[0], 7.0f);
+}
+
+TEST_P(Behaviour, OutOfMemoryPastTheBudgetNamesTheSizes) {
+  DeviceManager &d = device(0, /*budget=*/256);
+  if (!caps().residentTensors || !caps().memoryBudget)
+    GTEST_SKIP() << "backend declares no memory budget";
+  EXPECT_EQ(d.maximumMemory(), 256u);
+  Tensor a = floats(48, "a"); // 192 bytes
+  Tensor b = floats(32, "b"); // 128 bytes
+  ASSERT_OK(transferToDeviceSync(d, a));
+  Error e = transferToDeviceSync(d, b);
+  EXPECT_EQ(e.code(), ErrorCode::OutOfMemory) << e.toString();
+  EXPECT_NE(e.message().find("128"), std::string::npos) << e.message();
+  EXPECT_EQ(b.residencySnapshot().state, ResidencyState::Host);
+  EXPECT_EQ(d.usedMemory(), 192u);
+  EXPECT_EQ(d.availableMemory(), 64u);
+  ASSERT_OK(d.releaseDeviceTensor(a));
+  ASSERT_OK(transferToDeviceSync(d, b));
+}
+
+TEST_P(Behaviour, CallbackRunsOnceAfterTheRecordIsUpdated) {
+  if (!caps().residentTensors)
+    GTEST_SKIP() << "backend declares no resident tensors";
+  DeviceManager &d = device();
+  Tensor t = floats(8, "t");
+  std::atomic<int> calls{0};
+  std::atomic<int> stateSeen{-1};
+  std::mutex m;
+  std::condition_variable cv;
+  d.transferToDevice(t, std::nullopt, [&](Error e) {
+    EXPECT_FALSE(e) << e.toString();
+    stateSeen = int(t.residencySnapshot().state);
+    {
+      std::lock_guard<std::mutex> lock(m);
+      ++calls;
+    }
+    cv.notify_all();
+  });
+  {
+    std::unique_lock<std::mutex> lock(m);
+    cv.wait(lock, [&] { return calls > 0; });
+  }
+  t.residency().waitUntilIdle();
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(stateSeen, int(ResidencyState::Device));
+  // An error path calls back exactly once as well.
+  Tensor part = t.getUnowned({2});
+  int errorCalls = 0;
+  d.transferToDevice(part, std::nullopt, [&](Error e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+    ++errorCalls;
+  });
+  EXPECT_EQ(errorCalls, 1);
+}
+
+TEST_P(Behaviour, HostAccessWaitsForAPendingTransfer) {
+  if (!caps().residentTensors)
+    GTEST_SKIP() << "backend declares no resident tensors";
+  DeviceManager &d = device();
+  Tensor t = floats(1024, "t", 3);
+  ASSERT_OK(transferToDeviceSync(d, t));
+  std::atomic<bool> called{false};
+  d.transferFromDevice(t, true, [&](Error e) {
+    EXPECT_FALSE(e) << e.toString();
+    called = true;
+  });
+  // Must wait for the read-back and then see Host data, never race with it.
+  auto v = t.hostData<float>();
+  EXPECT_EQ(t.residencySnapshot().state, ResidencyState::Host);
+  EXPECT_EQ(v[1023], 3 + 1023 * 0.5f);
+  t.residency().waitUntilIdle();
+  while (!called)
+    std::this_thread::yield();
+}
+
+TEST_P(Behaviour, RunLeavesOutputsResidentWithNoDeviceCopies) {
+  DeviceManager &d = device();
+  ASSERT_OK(addNetworkSync(d, addFunction("f", 64)));
+  ExecutionContext ctx;
+  Tensor a = floats(64, "a", -20), b = floats(64, "b", 1);
+  Tensor sum(ElemKind::Float32, {64}, "sum"),
+      act(ElemKind::Float32, {64}, "act");
+  ctx.bindings().bind("a", a);
+  ctx.bindings().bind("b", b);
+  ctx.bindings().bind("sum", sum);
+  ctx.bindings().bind("act", act);
+  ASSERT_OK(runFunctionSync(d, "f", ctx));
+  EXPECT_EQ(d.stats().deviceCopies, 0u);
+  EXPECT_EQ(a.residencySnapshot().state, ResidencyState::Host)
+      << "host inputs are copied in, not moved";
+  if (caps().residentTensors) {
+    EXPECT_EQ(act.residencySnapshot().state, ResidencyState::Device);
+    EXPECT_EQ(act.residencySnapshot().manager, &d);
+    EXPECT_EQ(sum.residencySnapshot().state, ResidencyState::Device);
+    EXPECT_EQ(d.usedMemory(), 512u) << "two outputs, temporaries freed";
+  }
+  HostManager hm; // only its ensureOutputsAvailable logic is used here
+  for (const std::string &out : d.outputsOf("f"))
+    ASSERT_OK(ctx.bindings().get(out)->ensureOnHost());
+  for (size_t i = 0; i < 64; ++i) {
+    float expect = (-20 + i * 0.5f) + (1 + i * 0.5f);
+    EXPECT_EQ(sum.hostData<float>()[i], expect) << i;
+    EXPECT_EQ(act.hostData<float>()[i], expect > 0 ? expect : 0.0f) << i;
+  }
+  ASSERT_OK(evictNetworkSync(d, "f"));
+  EXPECT_FALSE(d.hasNetwork("f"));
+}
+
+TEST_P(Behaviour, ResidentInputsAreUsedInPlace) {
+  if (!caps().residentTensors)
+    GTEST_SKIP() << "backend declares no resident tensors";
+  DeviceManager &d = device();
+  ASSERT_OK(addNetworkSync(d, addFunction("f", 16)));
+  Tensor a = floats(16, "a"), b = floats(16, "b");
+  ASSERT_OK(transferToDeviceSync(d, a));
+  ASSERT_OK(transferToDeviceSync(d, b));
+  ExecutionContext ctx;
+  ctx.bindings().bind("a", a);
+  ctx.bindings().bind("b", b);
+  ctx.bindings().allocate("sum", Type{ElemKind::Float32, {16}});
+  ctx.bindings().allocate("act", Type{ElemKind::Float32, {16}});
+  DeviceStats before = d.stats();
+  ASSERT_OK(runFunctionSync(d, "f", ctx));
+  EXPECT_EQ(d.stats().transfersToDevice, before.transfersToDevice)
+      << "resident inputs must not be copied again";
+  EXPECT_EQ(d.stats().transfersFromDevice, before.transfersFromDevice)
+      << "outputs must stay on the device";
+  EXPECT_EQ(a.residencySnapshot().state, ResidencyState::Device);
+  // A second run writes the resident outputs in place.
+  uint64_t allocations = d.stats().allocations;
+  ASSERT_OK(runFunctionSync(d, "f", ctx));
+  EXPECT_EQ(d.stats().allocations, allocations);
+}
+
+TEST_P(Behaviour, ViewInputsOfAResidentTensorAreRead) {
+  if (!caps().residentTensors)
+    GTEST_SKIP() << "backend declares no resident tensors";
+  DeviceManager &d = device();
+  ASSERT_OK(addNetworkSync(d, addFunction("f", 4)));
+  Tensor big = floats(12, "big");
+  ASSERT_OK(transferToDeviceSync(d, big));
+  Tensor a = big.getUnowned({4}, 4), b = big.getUnowned({4}, 8);
+  ExecutionContext ctx;
+  ctx.bindings().bind("a", a);
+  ctx.bindings().bind("b", b);
+  Tensor &sum = ctx.bindings().allocate("sum", Type{ElemKind::Float32, {4}});
+  ctx.bindings().allocate("act", Type{ElemKind::Float32, {4}});
+  ASSERT_OK(runFunctionSync(d, "f", ctx));
+  ASSERT_OK(sum.ensureOnHost());
+  for (size_t i = 0; i < 4; ++i)
+    EXPECT_EQ(sum.hostData<float>()[i],
+              (1 + (4 + i) * 0.5f) + (1 + (8 + i) * 0.5f));
+}
+
+TEST_P(Behaviour, CopyDeviceTensorsToHostBringsOutputsBack) {
+  DeviceManager &d = device(0, 0, /*copyToHost=*/true);
+  ASSERT_OK(addNetworkSync(d, addFunction("f", 8)));
+  ExecutionContext ctx;
+  Tensor a = floats(8, "a"), b = floats(8, "b");
+  ctx.bindings().bind("a", a);
+  ctx.bindings().bind("b", b);
+  Tensor &act = ctx.bindings().allocate("act", Type{ElemKind::Float32, {8}});
+  Tensor &sum = ctx.bindings().allocate("sum", Type{ElemKind::Float32, {8}});
+  ASSERT_OK(runFunctionSync(d, "f", ctx));
+  EXPECT_EQ(act.residencySnapshot().state, ResidencyState::Host);
+  EXPECT_EQ(sum.residencySnapshot().state, ResidencyState::Host);
+  EXPECT_EQ(act.hostData<float>()[7], 2 * (1 + 7 * 0.5f));
+  EXPECT_EQ(d.usedMemory(), 0u);
+}
+
+TEST_P(Behaviour, ExecutionEngineRunBringsOutputsHomeUnlessTold) {
+  DeviceConfig config;
+  config.parameters = GetParam().parameters;
+  auto ee = ExecutionEngine::create(GetParam().backend, config);
+  ASSERT_TRUE(ee) << ee.takeError().toString();
+  ASSERT_OK((*ee)->compile(addFunction("f", 4)));
+  ExecutionContext ctx;
+  Tensor a = floats(4, "a"), b = floats(4, "b");
+  ctx.bindings().bind("a", a);
+  ctx.bindings().bind("b", b);
+  Tensor &act = ctx.bindings().allocate("act", Type{ElemKind::Float32, {4}});
+  ctx.bindings().allocate("sum", Type{ElemKind::Float32, {4}});
+  ASSERT_OK((*ee)->run(ctx, "f"));
+  EXPECT_EQ(act.residencySnapshot().state, ResidencyState::Host);
+  EXPECT_EQ(act.hostData<float>()[3], 2 * 2.5f);
+  DeviceManager &d = (*ee)->hostManager().device(0);
+  if (d.capabilities().residentTensors) {
+    (*ee)->setKeepOutputsOnDevice(true);
+    ASSERT_OK((*ee)->run(ctx, "f"));
+    EXPECT_EQ(act.residencySnapshot().state, ResidencyState::Device);
+    ASSERT_OK((*ee)->hostManager().ensureOutputsAvailable(ctx));
+    EXPECT_EQ(act.residencySnapshot().state, ResidencyState::Host);
+  }
+  EXPECT_EQ(d.usedMemory(), 0u);
+  EXPECT_CODE((*ee)->run(ctx, "nope"), ErrorCode::InvalidArgument);
+}
+
+TEST_P(Behaviour, RunArgumentErrorsAreInvalidArgument) {
+  DeviceManager &d = device();
+  ASSERT_OK(addNetworkSync(d, addFunction("f", 4)));
+  EXPECT_CODE(addNetworkSync(d, addFunction("f", 4)),
+              ErrorCode::InvalidArgument);
+  Function bad("bad");
+  EXPECT_CODE(addNetworkSync(d, bad), ErrorCode::InvalidArgument);
+  ExecutionContext ctx;
+  Tensor a = floats(4, "a"), wrong(ElemKind::Int32, {4}, "wrong");
+  ctx.bindings().bind("a", a);
+  EXPECT_CODE(runFunctionSync(d, "f", ctx), ErrorCode::InvalidArgument);
+  ctx.bindings().bind("b", wrong);
+  ctx.bindings().allocate("sum", Type{ElemKind::Float32, {4}});
+  ctx.bindings().allocate("act", Type{ElemKind::Float32, {4}});
+  EXPECT_CODE(runFunctionSync(d, "f", ctx), ErrorCode::InvalidArgument);
+  Tensor b = floats(4, "b");
+  ctx.bindings().bind("b", b);
+  ctx.bindings().bind("sum", a);
+  EXPECT_CODE(runFunctionSync(d, "f", ctx), ErrorCode::InvalidArgument)
+      << "an output sharing its storage with an input";
+  EXPECT_CODE(runFunctionSync(d, "unknown", ctx), ErrorCode::InvalidArgument);
+  EXPECT_CODE(evictNetworkSync(d, "unknown"), ErrorCode::InvalidArgument);
+  EXPECT_EQ(a.residencySnapshot().state, ResidencyState::Host);
+}
+
+TEST_P(Behaviour, IntegerAndFloatSemanticsAreExact) {
+  DeviceManager &d = device();
+  Type i32{ElemKind::Int32, {6}};
+  Function f("ints");
+  f.addPlaceholder("x", i32).addPlaceholder("y", i32);
+  f.addPlaceholder("sum", i32).addPlaceholder("prod", i32);
+  f.addPlaceholder("scaled", i32).addPlaceholder("relu", i32);
+  f.addNode({OpKind::Add, {"x", "y"}, "sum"});
+  f.addNode({OpKind::Mul, {"x", "y"}, "prod"});
+  f.addNode({OpKind::Scale, {"x"}, "scaled", -3});
+  f.addNode({OpKind::Relu, {"x"}, "relu"});
+  ASSERT_OK(addNetworkSync(d, f));
+  Type f32{ElemKind::Float32, {6}};
+  Function g("floats");
+  g.addPlaceholder("x", f32).addPlaceholder("y", f32);
+  g.addPlaceholder("prod", f32).addPlaceholder("relu", f32);
+  g.addPlaceholder("scaled", f32).addPlaceholder("copy", f32);
+  g.addNode({OpKind::Mul, {"x", "y"}, "prod"});
+  g.addNode({OpKind::Relu, {"x"}, "relu"});
+  g.addNode({OpKind::Scale, {"x"}, "scaled", 0.1});
+  g.addNode({OpKind::Copy, {"x"}, "copy"});
+  ASSERT_OK(addNetworkSync(d, g));
+
+  int32_t xs[6] = {INT32_MAX, INT32_MIN, -5, 0, 7, 123456789};
+  int32_t ys[6] = {1, -1, 5, -9, 7, 1000};
+  ExecutionContext ci;
+  Tensor x(i32, "x"), y(i32, "y");
+  ASSERT_OK(x.refillFromHost(std::as_bytes(std::span(xs))));
+  ASSERT_OK(y.refillFromHost(std::as_bytes(std::span(ys))));
+  ci.bindings().bind("x", x);
+  ci.bindings().bind("y", y);
+  for (const char *n : {"sum", "prod", "scaled", "relu"})
+    ci.bindings().allocate(n, i32);
+  ASSERT_OK(runFunctionSync(d, "ints", ci));
+  for (const char *n : {"sum", "prod", "scaled", "relu"})
+    ASSERT_OK(ci.bindings().get(n)->ensureOnHost());
+  for (size_t i = 0; i < 6; ++i) {
+    uint32_t ux = uint32_t(xs[i]), uy = uint32_t(ys[i]);
+    EXPECT_EQ(ci.bindings().get("sum")->hostData<int32_t>()[i],
+              int32_t(ux + uy));
+    EXPECT_EQ(ci.bindings().get("prod")->hostData<int32_t>()[i],
+              int32_t(ux * uy));
+    EXPECT_EQ(ci.bindings().get("scaled")->hostData<int32_t>()[i],
+              int32_t(ux * uint32_t(-3)));
+    EXPECT_EQ(ci.bindings().get("relu")->hostData<int32_t>()[i],
+              xs[i] > 0 ? xs[i] : 0);
+  }
+
+  float fx[6] = {std::numeric_limits<float>::quiet_NaN(),
+                 -0.0f,
+                 1e38f,
+                 -2.5f,
+                 3.3f,
+                 1e-40f};
+  float fy[6] = {1, 5, 10, -4, 0.7f, 3};
+  ExecutionContext cf;
+  Tensor x2(f32, "x"), y2(f32, "y");
+  ASSERT_OK(x2.refillFromHost(std::as_bytes(std::span(fx))));
+  ASSERT_OK(y2.refillFromHost(std::as_bytes(std::span(fy))));
+  cf.bindings().bind("x", x2);
+  cf.bindings().bind("y", y2);
+  for (const char *n : {"prod", "relu", "scaled", "copy"})
+    cf.bindings().allocate(n, f32);
+  ASSERT_OK(runFunctionSync(d, "floats", cf));
+  auto bits = [](float v) {
+    uint32_t u;
+    std::memcpy(&u, &v, 4);
+    return u;
+  };
+  for (const char *n : {"prod", "relu", "scaled", "copy"})
+    ASSERT_OK(cf.bindings().get(n)->ensureOnHost());
+  for (size_t i = 0; i < 6; ++i) {
+    volatile float p = fx[i] * fy[i];
+    volatile float s = fx[i] * float(0.1);
+    float r = fx[i] > 0 ? fx[i] : 0.0f;
+    if (i == 5) {
+      // Denormals may be flushed to zero on some devices; the fake never does.
+      continue;
+    }
+    EXPECT_EQ(bits(cf.bindings().get("prod")->hostData<float>()[i]), bits(p))
+        << i;
+    EXPECT_EQ(bits(cf.bindings().get("scaled")->hostData<float>()[i]), bits(s))
+        << i;
+    EXPECT_EQ(bits(cf.bindings().get("relu")->hostData<float>()[i]), bits(r))
+        << i;
+    EXPECT_EQ(bits(cf.bindings().get("copy")->hostData<float>()[i]),
+              bits(fx[i]))
+        << i;
+  }
+}
+
+TEST_P(Behaviour, TensorsMoveBetweenDevicesThroughTheHost) {
+  if (!caps().residentTensors)
+    GTEST_SKIP() << "backend declares no resident tensors";
+  DeviceManager &d0 = device(0);
+  DeviceManager &d1 = device(1);
+  Tensor t = floats(32, "t", 11);
+  std::vector<float> before = values(t);
+  ASSERT_OK(transferToDeviceSync(d0, t));
+  ASSERT_OK(transferToDeviceSync(d1, t));
+  EXPECT_EQ(t.residencySnapshot().manager, &d1);
+  EXPECT_EQ(d0.usedMemory(), 0u);
+  EXPECT_EQ(d1.usedMemory(), 128u);
+  EXPECT_CODE(transferFromDeviceSync(d0, t), ErrorCode::InvalidArgument);
+  EXPECT_CODE(d0.releaseDeviceTensor(t), ErrorCode::InvalidArgument);
+  // Mirrored on d1, then to d0: d1's copy is dropped.
+  ASSERT_OK(transferFromDeviceSync(d1, t, false));
+  ASSERT_OK(transferToDeviceSync(d0, t));
+  EXPECT_EQ(d1.usedMemory(), 0u);
+  ASSERT_OK(transferFromDeviceSync(d0, t));
+  EXPECT_EQ(values(t), before);
+}
+
+TEST_P(Behaviour, RunMovesAnInputFromAnotherDevice) {
+  DeviceManager &d0 = device(0);
+  DeviceManager &d1 = device(1);
+  if (!d0.capabilities().residentTensors)
+    GTEST_SKIP() << "backend declares no resident tensors";
+  ASSERT_OK(addNetworkSync(d1, addFunction("f", 8)));
+  Tensor a = floats(8, "a"), b = floats(8, "b");
+  ASSERT_OK(transferToDeviceSync(d0, a));
+  ExecutionContext ctx;
+  ctx.bindings().bind("a", a);
+  ctx.bindings().bind("b", b);
+  Tensor &act = ctx.bindings().allocate("act", Type{ElemKind::Float32, {8}});
+  ctx.bindings().allocate("sum", Type{ElemKind::Float32, {8}});
+  ASSERT_OK(runFunctionSync(d1, "f", ctx));
+  EXPECT_EQ(a.residencySnapshot().manager, &d1) << "the input was moved";
+  EXPECT_EQ(d0.usedMemory(), 0u);
+  ASSERT_OK(act.ensureOnHost());
+  EXPECT_EQ(act.hostData<float>()[1], 3.0f);
+}
+
+TEST_P(Behaviour, ShutdownLosesDeviceTensorsAndKeepsMirroredOnes) {
+  if (!caps().residentTensors || !caps().deviceLoss)
+    GTEST_SKIP() << "backend declares no device loss";
+  DeviceManager &d = device();
+  Tensor dev = floats(4, "dev"), mir = floats(4, "mir", 5);
+  ASSERT_OK(transferToDeviceSync(d, dev));
+  ASSERT_OK(transferToDeviceSync(d, mir));
+  ASSERT_OK(transferFromDeviceSync(d, mir, false));
+  d.shutdown();
+  EXPECT_TRUE(d.isShutDown());
+  EXPECT_EQ(dev.residencySnapshot().state, ResidencyState::Lost);
+  EXPECT_EQ(mir.residencySnapshot().state, ResidencyState::Host);
+  EXPECT_EQ(values(mir)[0], 5.0f);
+  EXPECT_VIOLATION(dev.hostBytes(), ViolationKind::HostAccessWhileLost);
+  EXPECT_VIOLATION(dev.mutableHostBytes(), ViolationKind::HostAccessWhileLost);
+  EXPECT_CODE(transferToDeviceSync(d, mir), ErrorCode::DeviceLost);
+  EXPECT_CODE(dev.ensureOnHost(), ErrorCode::DeviceLost);
+  EXPECT_CODE(dev.getUnowned({2}).refillFromHost(
+                  std::as_bytes(std::span(values(mir).data(), 2))),
+              ErrorCode::InvalidArgument);
+  std::vector<float> fresh = {1, 2, 3, 4};
+  ASSERT_OK(dev.refillFromHost(std::as_bytes(std::span(fresh))));
+  EXPECT_EQ(dev.residencySnapshot().state, ResidencyState::Host);
+  EXPECT_EQ(values(dev), fresh);
+  d.shutdown(); // idempotent
+}
+
+TEST_P(Behaviour, ShutdownCompletesInFlightOperationsOnceWithDeviceLost) {
+  if (!caps().residentTensors || !caps().deviceLoss)
+    GTEST_SKIP() << "backend declares no device loss";
+  DeviceManager &d = device();
+  std::vector<Tensor> ts;
+  for (int i = 0; i < 8; ++i)
+    ts.push_back(floats(4096, "t" + std::to_string(i)));
+  std::atomic<int> calls{0}, lost{0}, ok{0};
+  for (Tensor &t : ts)
+    d.transferToDevice(t, std::nullopt, [&](Error e) {
+      ++calls;
+      if (e.code() == ErrorCode::DeviceLost)
+        ++lost;
+      else if (!e)
+        ++ok;
+    });
+  d.shutdown();
+  for (Tensor &t : ts)
+    t.residency().waitUntilIdle();
+  EXPECT_EQ(calls, 8);
+  EXPECT_EQ(lost + ok, 8);
+  EXPECT_EQ(d.operationsInFlight(), 0u);
+  for (Tensor &t : ts) {
+    ResidencyState s = t.residencySnapshot().state;
+    EXPECT_TRUE(s == ResidencyState::Lost || s == ResidencyState::Host)
+        << residencyStateName(s);
+  }
+  if (caps().asynchronousCompletion)
+    RecordProperty("lost_in_flight", lost.load());
+}
+
+TEST_P(Behaviour, ReleaseOfALostTensorMakesItHost) {
+  if (!caps().residentTensors || !caps().deviceLoss)
+    GTEST_SKIP() << "backend declares no device loss";
+  DeviceManager &d = device();
+  Tensor t = floats(4, "t");
+  ASSERT_OK(transferToDeviceSync(d, t));
+  d.shutdown();
+  ASSERT_OK(d.releaseDeviceTensor(t));
+  EXPECT_EQ(t.residencySnapshot().state, ResidencyState::Host);
+}
+
+TEST_P(Behaviour, InjectedFaultsFailTheirOperationAndLeaveStateConsistent) {
+  if (!caps().faultInjection || !caps().residentTensors)
+    GTEST_SKIP() << "backend declares no fault injection";
+  DeviceManager &d = device();
+  Tensor t = floats(8, "t");
+  ASSERT_OK(d.injectFault({FaultSite::Allocation, 1, ErrorCode::OutOfMemory}));
+  EXPECT_CODE(transferToDeviceSync(d, t), ErrorCode::OutOfMemory);
+  EXPECT_EQ(t.residencySnapshot().state, ResidencyState::Host);
+  ASSERT_OK(
+      d.injectFault({FaultSite::TransferToDevice, 1, ErrorCode::DeviceError}));
+  EXPECT_CODE(transferToDeviceSync(d, t), ErrorCode::DeviceError);
+  EXPECT_EQ(t.residencySnapshot().state, ResidencyState::Host);
+  EXPECT_EQ(d.usedMemory(), 0u) << "the failed transfer's memory is freed";
+  ASSERT_OK(transferToDeviceSync(d, t));
+  ASSERT_OK(d.injectFault(
+      {FaultSite::TransferFromDevice, 1, ErrorCode::DeviceError}));
+  EXPECT_CODE(transferFromDeviceSync(d, t), ErrorCode::DeviceError);
+  EXPECT_EQ(t.residencySnapshot().state, ResidencyState::Device)
+      << "a failed read-back leaves the device copy";
+  ASSERT_OK(transferFromDeviceSync(d, t));
+  ASSERT_OK(addNetworkSync(d, addFunction("f", 8)));
+  ExecutionContext ctx;
+  Tensor b = floats(8, "b");
+  ctx.bindings().bind("a", t);
+  ctx.bindings().bind("b", b);
+  Tensor &act = ctx.bindings().allocate("act", Type{ElemKind::Float32, {8}});
+  ctx.bindings().allocate("sum", Type{ElemKind::Float32, {8}});
+  ASSERT_OK(d.injectFault({FaultSite::Run, 1, ErrorCode::DeviceError}));
+  EXPECT_CODE(runFunctionSync(d, "f", ctx), ErrorCode::DeviceError);
+  EXPECT_EQ(act.residencySnapshot().state, ResidencyState::Host);
+  EXPECT_EQ(d.usedMemory(), 0u) << "a failed run frees what it allocated";
+  EXPECT_CODE(d.injectFault({FaultSite::Run, 0, ErrorCode::DeviceError}),
+              ErrorCode::InvalidArgument);
+}
+
+TEST_P(Behaviour, AnInjectedDeviceLossShutsTheDeviceDown) {
+  if (!caps().faultInjection || !caps().residentTensors)
+    GTEST_SKIP() << "backend declares no fault injection";
+  DeviceManager &d = device();
+  Tensor kept = floats(4, "kept"), t = floats(4, "t");
+  ASSERT_OK(transferToDeviceSync(d, kept));
+  ASSERT_OK(
+      d.injectFault({FaultSite::TransferToDevice, 1, ErrorCode::DeviceLost}));
+  EXPECT_CODE(transferToDeviceSync(d, t), ErrorCode::DeviceLost);
+  EXPECT_TRUE(d.isShutDown());
+  EXPECT_EQ(t.residencySnapshot().state, ResidencyState::Host);
+  EXPECT_EQ(kept.residencySnapshot().state, ResidencyState::Lost);
+}
+
+TEST_P(Behaviour, WithoutResidentTensorsTransfersAreNotSupported) {
+  if (caps().residentTensors)
+    GTEST_SKIP() << "backend keeps tensors resident";
+  DeviceManager &d = device();
+  Tensor t = floats(4, "t");
+  EXPECT_CODE(transferToDeviceSync(d, t), ErrorCode::NotSupported);
+  EXPECT_EQ(t.residencySnapshot().state, ResidencyState::Host);
+}
+
+#if defined(DRT_BEHAVIOUR_BACKEND_fake)
+INSTANTIATE_TEST_SUITE_P(
+    fake, Behaviour,
+    ::testing::Values(BackendCase{"sync", "fake", {}},
+                      BackendCase{
+                          "async", "fake", {{"async", "1"}, {"seed", "7"}}},
+                      BackendCase{"no_resident", "fake", {{"resident", "0"}}}),
+    [](const auto &info) { return info.param.label; });
+#endif
+#if defined(DRT_BEHAVIOUR_BACKEND_opencl)
+INSTANTIATE_TEST_SUITE_P(
+    opencl, Behaviour, ::testing::Values(BackendCase{"default", "opencl", {}}),
+    [](const auto &info) { return info.param.label; });
+#endif
+
+} // namespace

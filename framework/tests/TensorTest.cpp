@@ -1,0 +1,157 @@
+//===- TensorTest.cpp - Host-side tensor rules ----------------------------===//
+//
+// The rules that need no device: construction, views sharing storage and
+// record, clone independence, move semantics, violations on misuse.
+//
+//===----------------------------------------------------------------------===//
+#include "drt/Tensor.h"
+#include "drt/Violation.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+using namespace drt;
+
+namespace {
+class TensorTest : public ::testing::Test {
+  ScopedThrowingViolationHandler handler_;
+};
+
+void fill(Tensor &t, float base) {
+  auto d = t.mutableHostData<float>();
+  for (size_t i = 0; i < d.size(); ++i)
+    d[i] = base + float(i);
+}
+
+#define EXPECT_VIOLATION(stmt, kindValue)                                      \
+  do {                                                                         \
+    try {                                                                      \
+      stmt;                                                                    \
+      ADD_FAILURE() << "no violation from: " #stmt;                            \
+    } catch (const ContractViolationError &v) {                                \
+      EXPECT_EQ(v.kind(), kindValue) << v.what();                              \
+    }                                                                          \
+  } while (0)
+} // namespace
+
+TEST_F(TensorTest, NewTensorIsZeroFilledAlignedAndOnHost) {
+  Tensor t(ElemKind::Float32, {3, 5}, "t");
+  EXPECT_EQ(t.sizeInBytes(), 60u);
+  EXPECT_EQ(t.residencySnapshot().state, ResidencyState::Host);
+  auto bytes = t.hostBytes();
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(bytes.data()) % 64, 0u);
+  for (std::byte b : bytes)
+    EXPECT_EQ(b, std::byte{0});
+}
+
+TEST_F(TensorTest, ImpossibleTypesAreErrorsOrViolations) {
+  auto zero = Tensor::create(Type{ElemKind::Float32, {4, 0}}, "z");
+  ASSERT_FALSE(zero);
+  EXPECT_EQ(zero.takeError().code(), ErrorCode::InvalidArgument);
+  EXPECT_NE(zero.takeError().message().find("'z'"), std::string::npos);
+  auto huge = Tensor::create(
+      Type{ElemKind::Float32, {size_t(1) << 40, size_t(1) << 40}}, "h");
+  ASSERT_FALSE(huge);
+  EXPECT_NE(huge.takeError().message().find("larger than"), std::string::npos);
+  EXPECT_VIOLATION(Tensor(ElemKind::Int32, {}),
+                   ViolationKind::InvalidTensorType);
+  auto ok = Tensor::create(Type{ElemKind::Int32, {2}}, "ok");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->sizeInBytes(), 8u);
+}
+
+TEST_F(TensorTest, ViewSharesStorageAndRecord) {
+  Tensor owner(ElemKind::Float32, {8}, "o");
+  fill(owner, 0);
+  Tensor view = owner.getUnowned({4}, 2);
+  EXPECT_TRUE(view.isView());
+  EXPECT_TRUE(view.sharesResidencyWith(owner));
+  EXPECT_EQ(&view.residency(), &owner.residency());
+  EXPECT_FALSE(view.coversStorage());
+  EXPECT_TRUE(owner.getUnowned({8}).coversStorage());
+  EXPECT_EQ(view.hostData<float>()[0], 2.0f);
+  view.mutableHostData<float>()[1] = 100.0f;
+  EXPECT_EQ(owner.hostData<float>()[3], 100.0f);
+  Tensor viewOfView = view.getUnowned({2}, 1);
+  EXPECT_EQ(viewOfView.hostData<float>()[0], 100.0f);
+  EXPECT_EQ(viewOfView.offsetInBytes(), 12u);
+}
+
+TEST_F(TensorTest, ViewOutlivesItsOwner) {
+  Tensor view;
+  {
+    Tensor owner(ElemKind::Int32, {4}, "o");
+    owner.mutableHostData<int32_t>()[3] = 42;
+    view = owner.getUnowned({2}, 2);
+  }
+  EXPECT_EQ(view.hostData<int32_t>()[1], 42);
+}
+
+TEST_F(TensorTest, ViewOutsideTheOwnerIsAViolation) {
+  Tensor owner(ElemKind::Float32, {8}, "o");
+  EXPECT_VIOLATION(owner.getUnowned({4}, 5), ViolationKind::ViewOutOfBounds);
+  EXPECT_VIOLATION(owner.getUnowned({9}), ViolationKind::ViewOutOfBounds);
+  EXPECT_VIOLATION(owner.getUnowned({2}, size_t(-1)),
+                   ViolationKind::ViewOutOfBounds);
+}
+
+TEST_F(TensorTest, CloneIsIndependent) {
+  Tensor a(ElemKind::Float32, {4}, "a");
+  fill(a, 1);
+  Tensor b = a.clone();
+  EXPECT_FALSE(b.sharesResidencyWith(a));
+  EXPECT_NE(&b.residency(), &a.residency());
+  b.mutableHostData<float>()[0] = -1;
+  EXPECT_EQ(a.hostData<float>()[0], 1.0f);
+  EXPECT_EQ(b.hostData<float>()[1], 2.0f);
+  Tensor v = a.getUnowned({2}, 2);
+  Tensor vc = v.clone();
+  EXPECT_FALSE(vc.isView());
+  EXPECT_TRUE(vc.coversStorage());
+  EXPECT_EQ(vc.hostData<float>()[0], 3.0f);
+}
+
+TEST_F(TensorTest, MoveLeavesAnEmptySourceAndUsingItIsAViolation) {
+  Tensor a(ElemKind::Float32, {4}, "a");
+  fill(a, 5);
+  const ResidencyRecord *record = &a.residency();
+  Tensor b(std::move(a));
+  EXPECT_TRUE(a.isEmpty());
+  EXPECT_EQ(a.sizeInBytes(), 0u);
+  EXPECT_EQ(&b.residency(), record);
+  EXPECT_EQ(b.hostData<float>()[0], 5.0f);
+  EXPECT_VIOLATION(a.hostBytes(), ViolationKind::UseOfMovedFrom);
+  EXPECT_VIOLATION(a.mutableHostBytes(), ViolationKind::UseOfMovedFrom);
+  EXPECT_VIOLATION(a.clone(), ViolationKind::UseOfMovedFrom);
+  EXPECT_VIOLATION(a.getUnowned({1}), ViolationKind::UseOfMovedFrom);
+  EXPECT_VIOLATION(a.residency(), ViolationKind::UseOfMovedFrom);
+  // A moved-from tensor can be assigned to again.
+  a = Tensor(ElemKind::Int32, {1}, "again");
+  EXPECT_FALSE(a.isEmpty());
+}
+
+TEST_F(TensorTest, MoveAssignReplacesAndSelfMoveIsANoOp) {
+  Tensor a(ElemKind::Float32, {2}, "a");
+  Tensor b(ElemKind::Float32, {3}, "b");
+  fill(b, 7);
+  Tensor keepOldA = a.getUnowned({2});
+  a = std::move(b);
+  EXPECT_TRUE(b.isEmpty());
+  EXPECT_EQ(a.dims(), std::vector<size_t>{3});
+  EXPECT_EQ(a.hostData<float>()[2], 9.0f);
+  EXPECT_EQ(keepOldA.sizeInBytes(), 8u) << "a view keeps the old storage";
+  Tensor &alias = a;
+  a = std::move(alias);
+  EXPECT_FALSE(a.isEmpty());
+  EXPECT_EQ(a.hostData<float>()[0], 7.0f);
+}
+
+TEST_F(TensorTest, RefillChecksTheSize) {
+  Tensor a(ElemKind::Int32, {2}, "a");
+  int32_t values[2] = {3, 4};
+  EXPECT_FALSE(a.refillFromHost(std::as_bytes(std::span(values))));
+  EXPECT_EQ(a.hostData<int32_t>()[1], 4);
+  Error e = a.refillFromHost(std::as_bytes(std::span(values, 1)));
+  EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+}
