@@ -1,0 +1,706 @@
+//===- OpenCLBackendTest.cpp - OpenCL-specific backend tests --------------===//
+//
+// What the framework-level behaviour tests cannot see: device selection,
+// OpenCL error mapping, stale handles kept away from the driver, the budget,
+// pinned staging, kernels built once, and run results bit-equal to the fake
+// device's. No death tests: fork() after POCL has started hangs the child.
+//
+//===----------------------------------------------------------------------===//
+#include "OpenCLTestSupport.h"
+
+#include "drt/BackendRegistry.h"
+#include "drt/ExecutionEngine.h"
+#include "drt/SyncTransfer.h"
+#include "drt/Violation.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <future>
+#include <limits>
+#include <map>
+#include <random>
+#include <thread>
+
+using namespace drt;
+using namespace drt::opencl;
+using namespace drt::opencl::testing;
+
+namespace {
+
+Type f32(size_t n) { return Type{ElemKind::Float32, {n}}; }
+Type i32(size_t n) { return Type{ElemKind::Int32, {n}}; }
+
+bool contains(const std::string &text, const std::string &part) {
+  return text.find(part) != std::string::npos;
+}
+
+//===----------------------------------------------------------------------===//
+// Devices and selection.
+//===----------------------------------------------------------------------===//
+
+TEST(OpenCLDevices, ListsTheDevicesTheLoaderReports) {
+  Expected<std::vector<OpenCLDeviceInfo>> devices = listOpenCLDevices();
+  ASSERT_TRUE(devices.hasValue()) << devices.takeError().toString();
+  ASSERT_FALSE(devices->empty()) << "no OpenCL device (is POCL installed?)";
+  std::string listing = formatOpenCLDeviceList();
+  for (const OpenCLDeviceInfo &info : *devices) {
+    EXPECT_TRUE(contains(listing, info.deviceName)) << listing;
+    EXPECT_GT(info.globalMemoryBytes, 0u);
+    EXPECT_GT(info.maxAllocationBytes, 0u);
+  }
+}
+
+TEST(OpenCLSelection, UnknownDeviceIsInvalidArgumentListingTheDevices) {
+  OpenCLDeviceManager device(
+      configNamed("cl", {{"device", "no-such-device-anywhere"}}));
+  Error e = device.init();
+  ASSERT_EQ(e.code(), ErrorCode::InvalidArgument) << e.toString();
+  EXPECT_TRUE(contains(e.message(), "no-such-device-anywhere")) << e.message();
+  auto devices = listOpenCLDevices();
+  ASSERT_TRUE(devices.hasValue());
+  EXPECT_TRUE(contains(e.message(), devices->front().deviceName))
+      << e.message();
+}
+
+TEST(OpenCLSelection, UnknownPlatformIsInvalidArgument) {
+  OpenCLDeviceManager device(configNamed("cl", {{"platform", "99"}}));
+  Error e = device.init();
+  EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << e.toString();
+}
+
+TEST(OpenCLSelection, DeviceIndexPastTheMatchesIsInvalidArgument) {
+  OpenCLDeviceManager device(configNamed("cl", {{"device-index", "4096"}}));
+  Error e = device.init();
+  ASSERT_EQ(e.code(), ErrorCode::InvalidArgument) << e.toString();
+  EXPECT_TRUE(contains(e.message(), "device-index 4096")) << e.message();
+}
+
+TEST(OpenCLSelection, MalformedParametersAreInvalidArgument) {
+  OpenCLDeviceManager pinned(configNamed("cl", {{"pinned-staging", "maybe"}}));
+  EXPECT_EQ(pinned.init().code(), ErrorCode::InvalidArgument);
+  OpenCLDeviceManager index(configNamed("cl", {{"device-index", "first"}}));
+  EXPECT_EQ(index.init().code(), ErrorCode::InvalidArgument);
+}
+
+TEST(OpenCLSelection, ChoosesByIndexAndByCaseInsensitiveNameSubstring) {
+  auto devices = listOpenCLDevices();
+  ASSERT_TRUE(devices.hasValue());
+  ASSERT_FALSE(devices->empty());
+  const OpenCLDeviceInfo &first = devices->front();
+  std::string upper;
+  for (char c : first.deviceName.substr(0, 4))
+    upper += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  auto byName = openDevice(
+      configNamed("cl", {{"platform", std::to_string(first.platformIndex)},
+                         {"device", upper}}));
+  ASSERT_TRUE(byName);
+  EXPECT_EQ(byName->deviceInfo().platformIndex, first.platformIndex);
+  EXPECT_TRUE(
+      contains(byName->deviceInfo().deviceName, first.deviceName.substr(0, 4)));
+  auto byIndex = openDevice(
+      configNamed("cl", {{"platform", first.platformName},
+                         {"device", std::to_string(first.deviceIndex)}}));
+  ASSERT_TRUE(byIndex);
+  EXPECT_EQ(byIndex->deviceInfo().deviceName, first.deviceName);
+  EXPECT_TRUE(contains(byIndex->description(), first.deviceName));
+}
+
+TEST(OpenCLBackend, IsRegisteredWithTruthfulCapabilities) {
+  const BackendInfo *info = BackendRegistry::instance().find("opencl");
+  ASSERT_NE(info, nullptr);
+  EXPECT_TRUE(info->capabilities.residentTensors);
+  EXPECT_TRUE(info->capabilities.asynchronousCompletion);
+  EXPECT_FALSE(info->capabilities.peerToPeer);
+  EXPECT_TRUE(info->capabilities.memoryBudget);
+  EXPECT_TRUE(info->capabilities.faultInjection);
+  EXPECT_TRUE(info->capabilities.deviceLoss);
+  auto device =
+      BackendRegistry::instance().create("opencl", configNamed("registry"));
+  ASSERT_TRUE(device.hasValue()) << device.takeError().toString();
+  EXPECT_EQ((*device)->name(), "registry");
+}
+
+TEST(OpenCLErrors, NamesStatusCodes) {
+  EXPECT_EQ(openCLErrorName(-61), "CL_INVALID_BUFFER_SIZE");
+  EXPECT_EQ(openCLErrorName(-4), "CL_MEM_OBJECT_ALLOCATION_FAILURE");
+  EXPECT_EQ(openCLErrorName(-5), "CL_OUT_OF_RESOURCES");
+  EXPECT_EQ(openCLErrorName(-1001), "CL_PLATFORM_NOT_FOUND_KHR");
+  EXPECT_EQ(openCLErrorName(-12345), "CL_UNKNOWN_ERROR(-12345)");
+}
+
+//===----------------------------------------------------------------------===//
+// Kernels and init.
+//===----------------------------------------------------------------------===//
+
+Function scaleNetwork(std::string name, double factor) {
+  Function fn(std::move(name));
+  fn.addPlaceholder("x", f32(4)).addPlaceholder("y", f32(4));
+  fn.addNode(Node{OpKind::Scale, {"x"}, "y", factor});
+  return fn;
+}
+
+TEST(OpenCLKernels, AreBuiltOncePerDeviceNotPerNetworkOrRun) {
+  auto device = openDevice(configNamed("cl"));
+  ASSERT_TRUE(device);
+  EXPECT_EQ(device->programBuilds(), 1u);
+  for (int n = 0; n < 3; ++n)
+    ASSERT_TRUE(
+        addNetworkSync(*device, scaleNetwork("s" + std::to_string(n), n + 1.0))
+            .isSuccess());
+  for (int r = 0; r < 5; ++r) {
+    ExecutionContext context;
+    context.bindings().allocate("x", f32(4));
+    context.bindings().allocate("y", f32(4));
+    Error e = runFunctionSync(*device, "s" + std::to_string(r % 3), context);
+    ASSERT_TRUE(e.isSuccess()) << e.toString();
+  }
+  EXPECT_EQ(device->programBuilds(), 1u);
+  EXPECT_EQ(device->stats().runs, 5u);
+}
+
+TEST(OpenCLKernels, InitTimeIsMeasured) {
+  auto device = openDevice(configNamed("cl"));
+  ASSERT_TRUE(device);
+  EXPECT_GT(device->initSeconds(), 0.0);
+  EXPECT_GT(device->buildSeconds(), 0.0);
+  EXPECT_LE(device->buildSeconds(), device->initSeconds());
+  ::testing::Test::RecordProperty("init_ms",
+                                  std::to_string(device->initSeconds() * 1e3));
+  ::testing::Test::RecordProperty("build_ms",
+                                  std::to_string(device->buildSeconds() * 1e3));
+}
+
+//===----------------------------------------------------------------------===//
+// Memory: stale handles, errors, budget.
+//===----------------------------------------------------------------------===//
+
+TEST(OpenCLMemory, StaleAndForgedLocationsNeverReachTheDriver) {
+  auto device = openDevice(configNamed("cl"));
+  ASSERT_TRUE(device);
+  Expected<DeviceLocation> loc = device->allocateDeviceMemory(256);
+  ASSERT_TRUE(loc.hasValue()) << loc.takeError().toString();
+  EXPECT_EQ(device->liveAllocations(), 1u);
+  EXPECT_EQ(device->usedMemory(), 256u);
+  ASSERT_TRUE(device->releaseDeviceMemory(*loc).isSuccess());
+  // A double release would abort the process inside POCL; here it is an
+  // error value.
+  Error again = device->releaseDeviceMemory(*loc);
+  EXPECT_EQ(again.code(), ErrorCode::InvalidArgument) << again.toString();
+  EXPECT_EQ(device->releaseDeviceMemory(DeviceLocation{0xdead00000007}).code(),
+            ErrorCode::InvalidArgument);
+  EXPECT_EQ(device->releaseDeviceMemory(DeviceLocation{}).code(),
+            ErrorCode::InvalidArgument);
+  // A fresh allocation reusing the slot does not revive the stale handle.
+  Expected<DeviceLocation> reused = device->allocateDeviceMemory(64);
+  ASSERT_TRUE(reused.hasValue());
+  EXPECT_NE(*reused, *loc);
+  EXPECT_EQ(device->releaseDeviceMemory(*loc).code(),
+            ErrorCode::InvalidArgument);
+  Tensor t(ElemKind::Float32, {16}, "t");
+  Error stale = transferToDeviceSync(*device, t, *loc);
+  EXPECT_EQ(stale.code(), ErrorCode::InvalidArgument) << stale.toString();
+  EXPECT_EQ(t.residencySnapshot().state, ResidencyState::Host);
+  ASSERT_TRUE(device->releaseDeviceMemory(*reused).isSuccess());
+  EXPECT_EQ(device->liveAllocations(), 0u);
+  EXPECT_EQ(device->usedMemory(), 0u);
+  EXPECT_EQ(device->physicalMemoryInUse(), 0u);
+  EXPECT_TRUE(device->takeBackgroundErrors().empty());
+}
+
+TEST(OpenCLMemory, AllocationPastMaxAllocSizeNamesTheOpenCLError) {
+  auto device = openDevice(configNamed("cl"));
+  ASSERT_TRUE(device);
+  uint64_t tooBig = device->deviceInfo().maxAllocationBytes + 1;
+  if (tooBig > device->maximumMemory())
+    GTEST_SKIP() << "max allocation size " << tooBig - 1
+                 << " is not below the budget " << device->maximumMemory();
+  Expected<DeviceLocation> loc = device->allocateDeviceMemory(tooBig);
+  ASSERT_FALSE(loc.hasValue());
+  Error e = loc.takeError();
+  EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << e.toString();
+  EXPECT_TRUE(contains(e.message(), "CL_INVALID_BUFFER_SIZE")) << e.message();
+  EXPECT_TRUE(contains(e.message(), "clCreateBuffer")) << e.message();
+  EXPECT_EQ(device->usedMemory(), 0u);
+  EXPECT_EQ(device->liveAllocations(), 0u);
+  // The device is still usable.
+  Tensor t(ElemKind::Int32, {4}, "t");
+  fill<int32_t>(t, {1, 2, 3, 4});
+  ASSERT_TRUE(transferToDeviceSync(*device, t).isSuccess());
+  ASSERT_TRUE(transferFromDeviceSync(*device, t).isSuccess());
+  EXPECT_EQ(contents<int32_t>(t), (std::vector<int32_t>{1, 2, 3, 4}));
+}
+
+TEST(OpenCLMemory, DefaultBudgetIsGlobalMemoryAndALargerBudgetIsCapped) {
+  auto whole = openDevice(configNamed("cl"));
+  ASSERT_TRUE(whole);
+  uint64_t global = whole->deviceInfo().globalMemoryBytes;
+  EXPECT_EQ(whole->maximumMemory(), global);
+  auto larger = openDevice(configNamed("cl", {}, global * 2));
+  ASSERT_TRUE(larger);
+  EXPECT_EQ(larger->maximumMemory(), global);
+  auto smaller = openDevice(configNamed("cl", {}, 4096));
+  ASSERT_TRUE(smaller);
+  EXPECT_EQ(smaller->maximumMemory(), 4096u);
+  EXPECT_EQ(smaller->availableMemory(), 4096u);
+}
+
+TEST(OpenCLMemory, BudgetIsEnforcedWithTheSizesInTheMessage) {
+  auto device = openDevice(configNamed("small", {}, 1024));
+  ASSERT_TRUE(device);
+  Expected<DeviceLocation> first = device->allocateDeviceMemory(1000);
+  ASSERT_TRUE(first.hasValue());
+  Expected<DeviceLocation> second = device->allocateDeviceMemory(100);
+  ASSERT_FALSE(second.hasValue());
+  Error e = second.takeError();
+  EXPECT_EQ(e.code(), ErrorCode::OutOfMemory);
+  EXPECT_TRUE(contains(e.message(), "100 bytes requested")) << e.message();
+  EXPECT_TRUE(contains(e.message(), "1000 of 1024")) << e.message();
+  EXPECT_TRUE(contains(e.message(), "'small'")) << e.message();
+  // Exactly filling the budget is allowed.
+  Expected<DeviceLocation> rest = device->allocateDeviceMemory(24);
+  ASSERT_TRUE(rest.hasValue());
+  EXPECT_EQ(device->availableMemory(), 0u);
+  ASSERT_TRUE(device->releaseDeviceMemory(*first).isSuccess());
+  ASSERT_TRUE(device->releaseDeviceMemory(*rest).isSuccess());
+
+  Tensor big(ElemKind::Float32, {512}, "big"); // 2048 bytes
+  Error oom = transferToDeviceSync(*device, big);
+  EXPECT_EQ(oom.code(), ErrorCode::OutOfMemory) << oom.toString();
+  EXPECT_EQ(big.residencySnapshot().state, ResidencyState::Host);
+  EXPECT_EQ(device->usedMemory(), 0u);
+}
+
+//===----------------------------------------------------------------------===//
+// Transfers, with and without pinned staging.
+//===----------------------------------------------------------------------===//
+
+class OpenCLStaging : public ::testing::TestWithParam<bool> {
+protected:
+  void SetUp() override {
+    device_ = openDevice(
+        configNamed("cl", {{"pinned-staging", GetParam() ? "1" : "0"}}));
+    ASSERT_TRUE(device_);
+    ASSERT_EQ(device_->usesPinnedStaging(), GetParam());
+  }
+  std::unique_ptr<OpenCLDeviceManager> device_;
+};
+
+TEST_P(OpenCLStaging, RoundTripsPreserveContents) {
+  ScopedThrowingViolationHandler violations;
+  std::mt19937 random(7);
+  for (size_t n : {size_t(1), size_t(3), size_t(1000), size_t(1) << 18}) {
+    Tensor t(ElemKind::Int32, {n}, "t");
+    std::vector<int32_t> values(n);
+    for (int32_t &v : values)
+      v = static_cast<int32_t>(random());
+    fill(t, values);
+    ASSERT_TRUE(transferToDeviceSync(*device_, t).isSuccess());
+    EXPECT_EQ(t.residencySnapshot().state, ResidencyState::Device);
+    EXPECT_EQ(device_->usedMemory(), n * 4);
+    EXPECT_THROW(t.hostBytes(), ContractViolationError);
+    ASSERT_TRUE(
+        transferFromDeviceSync(*device_, t, /*release=*/false).isSuccess());
+    EXPECT_EQ(t.residencySnapshot().state, ResidencyState::Mirrored);
+    EXPECT_EQ(contents<int32_t>(t), values);
+    // Writing the host copy drops the device copy.
+    t.mutableHostData<int32_t>()[0] = 42;
+    values[0] = 42;
+    EXPECT_EQ(t.residencySnapshot().state, ResidencyState::Host);
+    EXPECT_EQ(device_->usedMemory(), 0u);
+    ASSERT_TRUE(transferToDeviceSync(*device_, t).isSuccess());
+    ASSERT_TRUE(transferFromDeviceSync(*device_, t).isSuccess());
+    EXPECT_EQ(t.residencySnapshot().state, ResidencyState::Host);
+    EXPECT_EQ(contents<int32_t>(t), values);
+  }
+  EXPECT_EQ(device_->liveAllocations(), 0u);
+  EXPECT_EQ(device_->physicalMemoryInUse(), 0u);
+  EXPECT_TRUE(device_->takeBackgroundErrors().empty());
+}
+
+TEST_P(OpenCLStaging, ConcurrentTransfersFromSeveralThreads) {
+  constexpr int Threads = 4, Rounds = 25;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> workers;
+  for (int w = 0; w < Threads; ++w)
+    workers.emplace_back([&, w] {
+      for (int r = 0; r < Rounds; ++r) {
+        Tensor t(ElemKind::Int32, {64}, "t");
+        std::vector<int32_t> values(64, w * 1000 + r);
+        fill(t, values);
+        if (transferToDeviceSync(*device_, t) ||
+            transferFromDeviceSync(*device_, t) ||
+            contents<int32_t>(t) != values)
+          ++failures;
+      }
+    });
+  for (std::thread &t : workers)
+    t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(device_->liveAllocations(), 0u);
+  EXPECT_EQ(device_->stats().transfersToDevice, uint64_t(Threads * Rounds));
+}
+
+INSTANTIATE_TEST_SUITE_P(PinnedStaging, OpenCLStaging, ::testing::Bool(),
+                         [](const auto &info) {
+                           return info.param ? "Pinned" : "Pageable";
+                         });
+
+TEST(OpenCLCompletion, CallbacksArriveOnTheCompletionThreadExactlyOnce) {
+  auto device = openDevice(configNamed("cl"));
+  ASSERT_TRUE(device);
+  Tensor t(ElemKind::Float32, {1024}, "t");
+  std::promise<std::thread::id> where;
+  std::atomic<int> calls{0};
+  device->transferToDevice(t, std::nullopt, [&](Error e) {
+    EXPECT_TRUE(e.isSuccess()) << e.toString();
+    if (++calls == 1)
+      where.set_value(std::this_thread::get_id());
+  });
+  EXPECT_NE(where.get_future().get(), std::this_thread::get_id());
+  t.residency().waitUntilIdle();
+  EXPECT_EQ(calls.load(), 1);
+  EXPECT_EQ(t.residencySnapshot().state, ResidencyState::Device);
+}
+
+TEST(OpenCLCompletion, ShutdownWithWorkInFlightCompletesEachOnce) {
+  auto device = openDevice(configNamed("cl"));
+  ASSERT_TRUE(device);
+  constexpr int Count = 16;
+  std::vector<Tensor> tensors;
+  for (int i = 0; i < Count; ++i)
+    tensors.emplace_back(ElemKind::Float32, std::vector<size_t>{1 << 16},
+                         "t" + std::to_string(i));
+  std::atomic<int> calls{0}, succeeded{0}, lost{0};
+  for (Tensor &t : tensors)
+    device->transferToDevice(t, std::nullopt, [&](Error e) {
+      ++calls;
+      if (e.isSuccess())
+        ++succeeded;
+      else if (e.code() == ErrorCode::DeviceLost)
+        ++lost;
+    });
+  device->shutdown();
+  for (Tensor &t : tensors)
+    t.residency().waitUntilIdle();
+  EXPECT_EQ(calls.load(), Count);
+  EXPECT_EQ(succeeded.load() + lost.load(), Count);
+  EXPECT_EQ(device->liveAllocations(), 0u);
+  EXPECT_EQ(device->usedMemory(), 0u);
+  EXPECT_EQ(device->operationsInFlight(), 0u);
+  for (Tensor &t : tensors) {
+    ResidencyState s = t.residencySnapshot().state;
+    EXPECT_TRUE(s == ResidencyState::Lost || s == ResidencyState::Host)
+        << residencyStateName(s);
+  }
+}
+
+TEST(OpenCLFaults, InjectedFaultsFailTheirOperation) {
+  auto device = openDevice(configNamed("cl"));
+  ASSERT_TRUE(device);
+  ASSERT_TRUE(device
+                  ->injectFault(
+                      {FaultSite::TransferToDevice, 1, ErrorCode::DeviceError})
+                  .isSuccess());
+  Tensor t(ElemKind::Float32, {8}, "t");
+  Error e = transferToDeviceSync(*device, t);
+  EXPECT_EQ(e.code(), ErrorCode::DeviceError) << e.toString();
+  EXPECT_EQ(t.residencySnapshot().state, ResidencyState::Host);
+  EXPECT_EQ(device->liveAllocations(), 0u);
+  ASSERT_TRUE(
+      device->injectFault({FaultSite::Allocation, 1, ErrorCode::OutOfMemory})
+          .isSuccess());
+  EXPECT_EQ(transferToDeviceSync(*device, t).code(), ErrorCode::OutOfMemory);
+  ASSERT_TRUE(transferToDeviceSync(*device, t).isSuccess());
+  ASSERT_TRUE(device
+                  ->injectFault(
+                      {FaultSite::TransferFromDevice, 1, ErrorCode::DeviceLost})
+                  .isSuccess());
+  Error lost = transferFromDeviceSync(*device, t);
+  EXPECT_EQ(lost.code(), ErrorCode::DeviceLost) << lost.toString();
+  EXPECT_TRUE(device->isShutDown());
+  EXPECT_EQ(t.residencySnapshot().state, ResidencyState::Lost);
+  EXPECT_EQ(device->liveAllocations(), 0u);
+}
+
+//===----------------------------------------------------------------------===//
+// Runs: results bit-equal to the fake device's.
+//===----------------------------------------------------------------------===//
+
+/// Input data by placeholder name.
+using Inputs = std::map<std::string, std::vector<std::byte>>;
+
+template <typename T> std::vector<std::byte> asBytes(std::vector<T> values) {
+  std::vector<std::byte> out(values.size() * sizeof(T));
+  std::memcpy(out.data(), values.data(), out.size());
+  return out;
+}
+
+/// Runs \p fn on \p device with host inputs, leaves the outputs resident,
+/// checks that, and returns the output bytes by name.
+std::map<std::string, std::vector<std::byte>>
+runAndFetch(DeviceManager &device, const Function &fn, const Inputs &inputs) {
+  std::map<std::string, std::vector<std::byte>> out;
+  Error added = addNetworkSync(device, fn);
+  EXPECT_TRUE(added.isSuccess()) << added.toString();
+  ExecutionContext context;
+  for (const Placeholder &p : fn.placeholders()) {
+    Tensor &t = context.bindings().allocate(p.name, p.type);
+    auto it = inputs.find(p.name);
+    if (it != inputs.end())
+      fill(t, it->second);
+  }
+  Error ran = runFunctionSync(device, fn.name(), context);
+  EXPECT_TRUE(ran.isSuccess()) << device.name() << ": " << ran.toString();
+  EXPECT_EQ(device.stats().deviceCopies, 0u);
+  for (const std::string &name : fn.outputNames()) {
+    Tensor &t = *context.bindings().get(name);
+    EXPECT_EQ(t.residencySnapshot().state, ResidencyState::Device)
+        << device.name() << ": output " << name;
+    Error back = transferFromDeviceSync(device, t);
+    EXPECT_TRUE(back.isSuccess()) << back.toString();
+    out[name] = bytesOf(t);
+  }
+  return out;
+}
+
+/// Equal bit patterns, except that any NaN matches any NaN (IEEE leaves NaN
+/// payloads to the hardware: GPUs return a canonical NaN).
+void expectSameFloats(const std::vector<std::byte> &expected,
+                      const std::vector<std::byte> &actual,
+                      const std::string &what) {
+  ASSERT_EQ(expected.size(), actual.size()) << what;
+  for (size_t i = 0; i < expected.size() / 4; ++i) {
+    uint32_t e, a;
+    std::memcpy(&e, expected.data() + 4 * i, 4);
+    std::memcpy(&a, actual.data() + 4 * i, 4);
+    if (std::isnan(std::bit_cast<float>(e)) &&
+        std::isnan(std::bit_cast<float>(a)))
+      continue;
+    EXPECT_EQ(e, a) << what << "[" << i << "]: expected "
+                    << std::bit_cast<float>(e) << ", got "
+                    << std::bit_cast<float>(a);
+  }
+}
+
+std::vector<float> specialFloats(size_t n, unsigned seed) {
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> v = {0.0f,
+                          -0.0f,
+                          1.0f,
+                          -1.0f,
+                          std::numeric_limits<float>::quiet_NaN(),
+                          -std::numeric_limits<float>::quiet_NaN(),
+                          inf,
+                          -inf,
+                          std::numeric_limits<float>::denorm_min(),
+                          -std::numeric_limits<float>::denorm_min(),
+                          std::numeric_limits<float>::min(),
+                          std::numeric_limits<float>::max(),
+                          -std::numeric_limits<float>::max(),
+                          0.1f,
+                          1.0f / 3.0f,
+                          16777217.0f};
+  std::mt19937 random(seed);
+  std::uniform_real_distribution<float> wide(-1e6f, 1e6f);
+  while (v.size() < n)
+    v.push_back(random() % 4 ? wide(random)
+                             : std::bit_cast<float>(uint32_t(random())));
+  v.resize(n);
+  std::shuffle(v.begin(), v.end(), random);
+  return v;
+}
+
+std::vector<int32_t> specialInts(size_t n, unsigned seed) {
+  std::vector<int32_t> v = {0,
+                            1,
+                            -1,
+                            2,
+                            std::numeric_limits<int32_t>::max(),
+                            std::numeric_limits<int32_t>::min(),
+                            std::numeric_limits<int32_t>::max() - 1,
+                            std::numeric_limits<int32_t>::min() + 1,
+                            65536,
+                            -65536,
+                            46341};
+  std::mt19937 random(seed);
+  while (v.size() < n)
+    v.push_back(static_cast<int32_t>(random()));
+  v.resize(n);
+  std::shuffle(v.begin(), v.end(), random);
+  return v;
+}
+
+/// Every op over \p type, chained so that later nodes read earlier outputs.
+Function everyOp(std::string name, Type type, double factor) {
+  Function fn(std::move(name));
+  for (const char *p :
+       {"a", "b", "sum", "prod", "relu", "scaled", "copied", "mixed"})
+    fn.addPlaceholder(p, type);
+  fn.addNode(Node{OpKind::Add, {"a", "b"}, "sum"});
+  fn.addNode(Node{OpKind::Mul, {"a", "b"}, "prod"});
+  fn.addNode(Node{OpKind::Relu, {"a"}, "relu"});
+  fn.addNode(Node{OpKind::Scale, {"b"}, "scaled", factor});
+  fn.addNode(Node{OpKind::Copy, {"a"}, "copied"});
+  fn.addNode(Node{OpKind::Mul, {"sum", "scaled"}, "mixed"});
+  return fn;
+}
+
+class OpenCLVersusFake : public ::testing::TestWithParam<bool> {
+protected:
+  void SetUp() override {
+    opencl_ = openDevice(
+        configNamed("cl", {{"pinned-staging", GetParam() ? "1" : "0"}}));
+    ASSERT_TRUE(opencl_);
+    auto fake = BackendRegistry::instance().create("fake", configNamed("fake"));
+    ASSERT_TRUE(fake.hasValue()) << fake.takeError().toString();
+    fake_ = std::move(*fake);
+  }
+  std::unique_ptr<OpenCLDeviceManager> opencl_;
+  std::unique_ptr<DeviceManager> fake_;
+};
+
+TEST_P(OpenCLVersusFake, Float32ResultsAreBitEqual) {
+  constexpr size_t N = 4099;
+  for (double factor : {0.1, -2.5, 3.0e38, 1.0e-40}) {
+    Function fn = everyOp("f32_" + std::to_string(factor), f32(N), factor);
+    Inputs inputs{{"a", asBytes(specialFloats(N, 1))},
+                  {"b", asBytes(specialFloats(N, 2))}};
+    auto expected = runAndFetch(*fake_, fn, inputs);
+    auto actual = runAndFetch(*opencl_, fn, inputs);
+    for (const auto &[name, bytes] : expected)
+      expectSameFloats(bytes, actual[name], name);
+  }
+}
+
+TEST_P(OpenCLVersusFake, MinusZeroAndNaNFollowTheModel) {
+  Function fn = everyOp("f32_zero", f32(4), -1.0);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Inputs inputs{{"a", asBytes(std::vector<float>{-0.0f, nan, -3.0f, 0.0f})},
+                {"b", asBytes(std::vector<float>{-0.0f, 1.0f, 0.0f, -0.0f})}};
+  auto actual = runAndFetch(*opencl_, fn, inputs);
+  auto floats = [&](const std::string &name) {
+    std::vector<float> v(4);
+    std::memcpy(v.data(), actual[name].data(), 16);
+    return v;
+  };
+  // -0 + -0 = -0; relu(-0) = +0 (not greater than 0); relu(NaN) = +0.
+  EXPECT_TRUE(std::signbit(floats("sum")[0]));
+  EXPECT_EQ(std::bit_cast<uint32_t>(floats("relu")[0]), 0u);
+  EXPECT_EQ(std::bit_cast<uint32_t>(floats("relu")[1]), 0u);
+  EXPECT_TRUE(std::isnan(floats("sum")[1]));
+  EXPECT_TRUE(std::isnan(floats("copied")[1]));
+  // -0 scaled by -1 is +0; +0 * -0 is -0.
+  EXPECT_EQ(std::bit_cast<uint32_t>(floats("scaled")[0]), 0u);
+  EXPECT_TRUE(std::signbit(floats("prod")[3]));
+  auto expected = runAndFetch(*fake_, fn, inputs);
+  for (const auto &[name, bytes] : expected)
+    expectSameFloats(bytes, actual[name], name);
+}
+
+TEST_P(OpenCLVersusFake, Int32ResultsAreBitEqualIncludingWrap) {
+  constexpr size_t N = 2053;
+  for (double factor : {-3.0, 2147483647.0, 65536.0}) {
+    Function fn = everyOp("i32_" + std::to_string(factor), i32(N), factor);
+    Inputs inputs{{"a", asBytes(specialInts(N, 3))},
+                  {"b", asBytes(specialInts(N, 4))}};
+    auto expected = runAndFetch(*fake_, fn, inputs);
+    auto actual = runAndFetch(*opencl_, fn, inputs);
+    for (const auto &[name, bytes] : expected)
+      EXPECT_EQ(bytes, actual[name]) << name << " with factor " << factor;
+  }
+  // INT32_MAX + 1 wraps to INT32_MIN; INT32_MIN * -1 wraps to itself.
+  Function wrap("wrap");
+  wrap.addPlaceholder("a", i32(2)).addPlaceholder("b", i32(2));
+  wrap.addPlaceholder("sum", i32(2)).addPlaceholder("prod", i32(2));
+  wrap.addNode(Node{OpKind::Add, {"a", "b"}, "sum"});
+  wrap.addNode(Node{OpKind::Mul, {"a", "b"}, "prod"});
+  Inputs inputs{
+      {"a", asBytes(std::vector<int32_t>{std::numeric_limits<int32_t>::max(),
+                                         std::numeric_limits<int32_t>::min()})},
+      {"b", asBytes(std::vector<int32_t>{1, -1})}};
+  auto actual = runAndFetch(*opencl_, wrap, inputs);
+  EXPECT_EQ(actual["sum"],
+            asBytes(std::vector<int32_t>{std::numeric_limits<int32_t>::min(),
+                                         std::numeric_limits<int32_t>::max()}));
+  EXPECT_EQ(actual["prod"],
+            asBytes(std::vector<int32_t>{std::numeric_limits<int32_t>::max(),
+                                         std::numeric_limits<int32_t>::min()}));
+}
+
+TEST_P(OpenCLVersusFake, ResidentViewInputsAreUsedInPlace) {
+  Function fn("view_add");
+  fn.addPlaceholder("x", f32(8)).addPlaceholder("y", f32(8));
+  fn.addPlaceholder("out", f32(8));
+  fn.addNode(Node{OpKind::Add, {"x", "y"}, "out"});
+  std::vector<float> values = specialFloats(32, 5);
+  for (DeviceManager *device :
+       {static_cast<DeviceManager *>(opencl_.get()), fake_.get()}) {
+    ASSERT_TRUE(addNetworkSync(*device, fn).isSuccess());
+    Tensor storage(ElemKind::Float32, {32}, "storage");
+    fill(storage, values);
+    ASSERT_TRUE(transferToDeviceSync(*device, storage).isSuccess());
+    uint64_t transfersBefore = device->stats().transfersToDevice;
+    Tensor x = storage.getUnowned({8}, 4);
+    Tensor y = storage.getUnowned({8}, 20);
+    Tensor out(ElemKind::Float32, {8}, "out");
+    ExecutionContext context;
+    context.bindings().bind("x", x);
+    context.bindings().bind("y", y);
+    context.bindings().bind("out", out);
+    Error e = runFunctionSync(*device, "view_add", context);
+    ASSERT_TRUE(e.isSuccess()) << device->name() << ": " << e.toString();
+    EXPECT_EQ(device->stats().transfersToDevice, transfersBefore)
+        << device->name() << ": resident view inputs were copied";
+    ASSERT_TRUE(transferFromDeviceSync(*device, out).isSuccess());
+    std::vector<float> sum = contents<float>(out);
+    for (size_t i = 0; i < 8; ++i) {
+      float expected = values[4 + i] + values[20 + i];
+      if (std::isnan(expected))
+        EXPECT_TRUE(std::isnan(sum[i]));
+      else
+        EXPECT_EQ(std::bit_cast<uint32_t>(sum[i]),
+                  std::bit_cast<uint32_t>(expected))
+            << device->name() << " [" << i << "]";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(PinnedStaging, OpenCLVersusFake, ::testing::Bool(),
+                         [](const auto &info) {
+                           return info.param ? "Pinned" : "Pageable";
+                         });
+
+TEST(OpenCLRuns, CopyDeviceTensorsToHostAndEnsureOutputsAvailable) {
+  DeviceConfig copying = configNamed("copying");
+  copying.copyDeviceTensorsToHost = true;
+  auto device = openDevice(copying);
+  ASSERT_TRUE(device);
+  ASSERT_TRUE(addNetworkSync(*device, scaleNetwork("s", 2.0)).isSuccess());
+  ExecutionContext context;
+  fill<float>(context.bindings().allocate("x", f32(4)), {1, 2, 3, 4});
+  Tensor &y = context.bindings().allocate("y", f32(4));
+  ASSERT_TRUE(runFunctionSync(*device, "s", context).isSuccess());
+  EXPECT_EQ(y.residencySnapshot().state, ResidencyState::Host);
+  EXPECT_EQ(contents<float>(y), (std::vector<float>{2, 4, 6, 8}));
+  EXPECT_EQ(device->liveAllocations(), 0u);
+
+  auto engine = ExecutionEngine::create("opencl", configNamed("engine"));
+  ASSERT_TRUE(engine.hasValue()) << engine.takeError().toString();
+  ExecutionEngine &e = **engine;
+  ASSERT_TRUE(e.compile(scaleNetwork("s", 0.5)).isSuccess());
+  e.setKeepOutputsOnDevice(true);
+  ExecutionContext kept;
+  fill<float>(kept.bindings().allocate("x", f32(4)), {2, 4, 6, 8});
+  Tensor &out = kept.bindings().allocate("y", f32(4));
+  ASSERT_TRUE(e.run(kept, "s").isSuccess());
+  EXPECT_EQ(out.residencySnapshot().state, ResidencyState::Device);
+  ASSERT_TRUE(e.hostManager().ensureOutputsAvailable(kept).isSuccess());
+  EXPECT_EQ(out.residencySnapshot().state, ResidencyState::Host);
+  EXPECT_EQ(contents<float>(out), (std::vector<float>{1, 2, 3, 4}));
+}
+
+} // namespace

@@ -1,0 +1,113 @@
+//===- TwoDeviceTest.cpp - Two OpenCL devices in one process --------------===//
+//
+// POCL_DEVICES="pthread pthread" gives two devices on one platform; main()
+// sets it (unless the environment already does) before the first OpenCL call.
+// Each device becomes its own DeviceManager.
+//
+//===----------------------------------------------------------------------===//
+#include "OpenCLTestSupport.h"
+
+#include "drt/HostManager.h"
+#include "drt/SyncTransfer.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+using namespace drt;
+using namespace drt::opencl;
+using namespace drt::opencl::testing;
+
+namespace {
+
+class OpenCLTwoDevices : public ::testing::Test {
+protected:
+  void SetUp() override {
+    auto devices = listOpenCLDevices();
+    ASSERT_TRUE(devices.hasValue()) << devices.takeError().toString();
+    unsigned onFirstPlatform = 0;
+    for (const OpenCLDeviceInfo &info : *devices)
+      onFirstPlatform += info.platformIndex == devices->front().platformIndex;
+    if (onFirstPlatform < 2)
+      GTEST_SKIP() << "needs two devices on one platform (POCL_DEVICES="
+                      "\"pthread pthread\"); found "
+                   << onFirstPlatform;
+    first_ = openDevice(configNamed("cl0", {{"device-index", "0"}}));
+    second_ = openDevice(configNamed("cl1", {{"device-index", "1"}}));
+    ASSERT_TRUE(first_ && second_);
+  }
+  std::unique_ptr<OpenCLDeviceManager> first_, second_;
+};
+
+TEST_F(OpenCLTwoDevices, AreDistinctDevices) {
+  EXPECT_EQ(first_->deviceInfo().deviceIndex, 0u);
+  EXPECT_EQ(second_->deviceInfo().deviceIndex, 1u);
+  EXPECT_EQ(first_->programBuilds(), 1u);
+  EXPECT_EQ(second_->programBuilds(), 1u);
+}
+
+TEST_F(OpenCLTwoDevices, TensorMovesBetweenDevicesWithItsContents) {
+  Tensor t(ElemKind::Int32, {1000}, "t");
+  std::vector<int32_t> values(1000);
+  for (size_t i = 0; i < values.size(); ++i)
+    values[i] = static_cast<int32_t>(i * 2654435761u);
+  fill(t, values);
+  ASSERT_TRUE(transferToDeviceSync(*first_, t).isSuccess());
+  EXPECT_EQ(first_->usedMemory(), 4000u);
+  Error moved = transferToDeviceSync(*second_, t);
+  ASSERT_TRUE(moved.isSuccess()) << moved.toString();
+  ResidencySnapshot s = t.residencySnapshot();
+  EXPECT_EQ(s.state, ResidencyState::Device);
+  EXPECT_EQ(s.manager, second_.get());
+  EXPECT_EQ(first_->usedMemory(), 0u);
+  EXPECT_EQ(first_->liveAllocations(), 0u);
+  EXPECT_EQ(second_->usedMemory(), 4000u);
+  // And back again.
+  ASSERT_TRUE(transferToDeviceSync(*first_, t).isSuccess());
+  EXPECT_EQ(second_->liveAllocations(), 0u);
+  ASSERT_TRUE(transferFromDeviceSync(*first_, t).isSuccess());
+  EXPECT_EQ(contents<int32_t>(t), values);
+  EXPECT_TRUE(first_->takeBackgroundErrors().empty());
+  EXPECT_TRUE(second_->takeBackgroundErrors().empty());
+}
+
+TEST_F(OpenCLTwoDevices, RunMovesAnInputResidentOnTheOtherDevice) {
+  Function fn("double");
+  fn.addPlaceholder("x", Type{ElemKind::Float32, {4}});
+  fn.addPlaceholder("y", Type{ElemKind::Float32, {4}});
+  fn.addNode(Node{OpKind::Scale, {"x"}, "y", 2.0});
+  ASSERT_TRUE(addNetworkSync(*second_, fn).isSuccess());
+  Tensor x(ElemKind::Float32, {4}, "x");
+  fill<float>(x, {1.5f, -2, 0, 8});
+  ASSERT_TRUE(transferToDeviceSync(*first_, x).isSuccess());
+  Tensor y(ElemKind::Float32, {4}, "y");
+  ExecutionContext context;
+  context.bindings().bind("x", x);
+  context.bindings().bind("y", y);
+  Error e = runFunctionSync(*second_, "double", context);
+  ASSERT_TRUE(e.isSuccess()) << e.toString();
+  EXPECT_EQ(x.residencySnapshot().manager, second_.get());
+  EXPECT_EQ(y.residencySnapshot().manager, second_.get());
+  EXPECT_EQ(first_->liveAllocations(), 0u);
+  ASSERT_TRUE(transferFromDeviceSync(*second_, y).isSuccess());
+  EXPECT_EQ(contents<float>(y), (std::vector<float>{3, -4, 0, 16}));
+}
+
+TEST_F(OpenCLTwoDevices, ShuttingOneDownLeavesTheOtherWorking) {
+  Tensor a(ElemKind::Float32, {16}, "a"), b(ElemKind::Float32, {16}, "b");
+  fill(b, std::vector<float>(16, 7.0f));
+  ASSERT_TRUE(transferToDeviceSync(*first_, a).isSuccess());
+  ASSERT_TRUE(transferToDeviceSync(*second_, b).isSuccess());
+  first_->shutdown();
+  EXPECT_EQ(a.residencySnapshot().state, ResidencyState::Lost);
+  ASSERT_TRUE(transferFromDeviceSync(*second_, b).isSuccess());
+  EXPECT_EQ(contents<float>(b), std::vector<float>(16, 7.0f));
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  setenv("POCL_DEVICES", "pthread pthread", /*overwrite=*/0);
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
