@@ -1,0 +1,183 @@
+//===- drt/conformance/Model.h - The reference model ------------*- C++ -*-===//
+//
+// A pure model of the residency contract (docs/semantics.md): records,
+// tensors and views, devices with their logical memory, raw locations,
+// planned faults, networks and contexts. It shares no code with any backend;
+// the runner compares every backend with it after every step.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DRT_CONFORMANCE_MODEL_H
+#define DRT_CONFORMANCE_MODEL_H
+
+#include "drt/DeviceConfig.h"
+#include "drt/Tensor.h"
+#include "drt/conformance/Scenario.h"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace drt::conformance {
+
+/// The model of one residency record (the storage a tensor and its views
+/// share).
+struct ModelRecord {
+  size_t bytes = 0;
+  ResidencyState state = ResidencyState::Host;
+  /// The device holding the data when Device or Mirrored.
+  std::string device;
+  /// The raw location it took over, or "" when the device allocated.
+  std::string location;
+  /// The data's true value and which bytes of it are known.
+  std::vector<uint8_t> data;
+  std::vector<bool> known;
+  /// Number of non-empty tensors referring to it.
+  int references = 0;
+};
+
+/// The model of one named tensor or view.
+struct ModelTensor {
+  /// -1 for an empty (moved-from) tensor.
+  int record = -1;
+  ElemKind kind = ElemKind::Float32;
+  std::vector<size_t> dims;
+  size_t offsetBytes = 0;
+  bool isView = false;
+
+  bool empty() const { return record < 0; }
+  size_t numElements() const;
+  size_t bytes() const;
+};
+
+/// The model of a raw location from allocateDeviceMemory.
+struct ModelLocation {
+  enum class State { Live, Owned, Dead };
+  std::string device;
+  uint64_t bytes = 0;
+  State state = State::Dead;
+};
+
+/// A fault planned on a device.
+struct ModelFault {
+  FaultSite site;
+  unsigned remaining;
+  ErrorCode code;
+};
+
+/// The model of one device.
+struct ModelDevice {
+  DeviceSpec spec;
+  bool shutDown = false;
+  uint64_t used = 0;
+  size_t live = 0;
+  std::vector<ModelFault> faults;
+  /// Networks added (and not evicted) on the device: name to add command.
+  std::map<std::string, Command> networks;
+};
+
+/// The context the runner keeps for each network name.
+struct ModelContext {
+  std::vector<std::pair<std::string, std::string>> bindings;
+  std::string lastNetwork;
+};
+
+/// What the model predicts for one step.
+struct ModelStep {
+  Outcome outcome;
+  /// Completion callbacks the step must see (exactly this many).
+  int callbacks = 0;
+  /// Coverage labels: which interesting situations the step reached.
+  std::vector<std::string> labels;
+};
+
+/// The reference model. Copyable, so generators can use it as their state.
+class Model {
+public:
+  /// A model of \p devices of a backend declaring \p capabilities.
+  Model(std::vector<DeviceSpec> devices, Capabilities capabilities);
+  Model() = default;
+
+  /// Applies \p command and returns the predicted outcome.
+  ModelStep apply(const Command &command);
+  /// Frees the remaining raw locations and destroys every tensor, as the
+  /// runner's teardown does.
+  void teardown();
+
+  const std::map<std::string, ModelTensor> &tensors() const {
+    return tensors_;
+  }
+  const std::map<int, ModelRecord> &records() const { return records_; }
+  const std::map<std::string, ModelDevice> &devices() const {
+    return devices_;
+  }
+  const std::map<std::string, ModelLocation> &locations() const {
+    return locations_;
+  }
+  const std::map<std::string, ModelContext> &contexts() const {
+    return contexts_;
+  }
+  /// The device each network name was last added to.
+  const std::map<std::string, std::string> &networkDevices() const {
+    return networkDevice_;
+  }
+  /// Networks placed by the host manager: name to device.
+  const std::map<std::string, std::string> &placement() const {
+    return placement_;
+  }
+  const Capabilities &capabilities() const { return capabilities_; }
+
+  /// The tensor named \p name, or nullptr.
+  const ModelTensor *tensor(const std::string &name) const;
+  /// The record of the tensor named \p name, or nullptr (absent or empty).
+  const ModelRecord *recordOf(const std::string &name) const;
+  /// The known bytes of tensor \p name's range; nullopt for unknown bytes.
+  std::vector<std::optional<uint8_t>> contentsOf(const std::string &name) const;
+  /// Number of faults planned on \p device and not yet struck.
+  size_t pendingFaults(const std::string &device) const;
+
+private:
+  using Step = ModelStep;
+
+  ModelDevice &device(const std::string &name) { return devices_.at(name); }
+  int newRecord(size_t bytes);
+  void dropReference(int record, Step &step);
+  void freeOnDevice(const std::string &device, uint64_t bytes);
+  void releaseRecord(ModelRecord &r);
+  void shutdownDevice(const std::string &device, Step &step);
+  std::optional<ErrorCode> strike(const std::string &device, FaultSite site,
+                                  Step &step);
+  Outcome failWith(const std::string &device, ErrorCode code, Step &step);
+  Outcome allocate(const std::string &device, uint64_t bytes, Step &step);
+  Outcome moveHere(int record, const std::string &device,
+                   const std::string &location, Step &step);
+  Outcome upload(int record, const std::string &device,
+                 const std::string &location, Step &step);
+  Outcome fetchToHost(int record, bool release, Step &step);
+  Outcome writeHost(ModelTensor &t, uint64_t pattern, bool refill, Step &step);
+  Outcome releaseTensor(const ModelTensor &t, const std::string &device,
+                        Step &step);
+  Outcome run(const Command &c, Step &step);
+  Outcome ensureOutputs(const Command &c, Step &step);
+  void unbindEverywhere(const std::string &tensor);
+  void forgetTensor(const std::string &name, Step &step);
+
+  Capabilities capabilities_;
+  std::map<std::string, ModelTensor> tensors_;
+  std::map<int, ModelRecord> records_;
+  int nextRecord_ = 0;
+  std::map<std::string, ModelDevice> devices_;
+  std::map<std::string, ModelLocation> locations_;
+  std::map<std::string, ModelContext> contexts_;
+  std::map<std::string, std::string> networkDevice_;
+  std::map<std::string, std::string> placement_;
+};
+
+/// The state's name with the first letter capitalised ("Host", "Device").
+std::string stateLabel(ResidencyState state);
+
+} // namespace drt::conformance
+
+#endif // DRT_CONFORMANCE_MODEL_H

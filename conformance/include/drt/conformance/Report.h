@@ -1,0 +1,41 @@
+//===- drt/conformance/Report.h - Summaries of a conformance run -*- C++ -*-===//
+#ifndef DRT_CONFORMANCE_REPORT_H
+#define DRT_CONFORMANCE_REPORT_H
+
+#include "drt/conformance/Properties.h"
+
+#include <string>
+#include <vector>
+
+namespace drt::conformance {
+
+/// Everything a conformance run produced, for the summary and the reports.
+struct RunSummary {
+  /// The base seed and the settings of the run.
+  uint64_t seed = 0;
+  int cases = 0;
+  int maxSteps = 0;
+  int shardIndex = 0;
+  int shardCount = 1;
+  std::string against;
+  std::vector<PropertyResult> results;
+  /// Wall time per backend, in seconds.
+  std::map<std::string, double> secondsPerBackend;
+
+  /// True when no property failed.
+  bool passed() const;
+};
+
+/// The summary table printed at the end (property, backend, cases, steps,
+/// result, skips and why, coverage).
+std::string summaryTable(const RunSummary &summary);
+/// The conformance summary in Markdown, including residency transitions.
+std::string markdownReport(const RunSummary &summary);
+/// The same summary as JSON.
+std::string jsonReport(const RunSummary &summary);
+/// JUnit XML: one testsuite per backend, one testcase per property.
+std::string junitReport(const RunSummary &summary);
+
+} // namespace drt::conformance
+
+#endif // DRT_CONFORMANCE_REPORT_H

@@ -1,0 +1,83 @@
+//===- drt/conformance/Runner.h - Scenarios against backends ----*- C++ -*-===//
+//
+// The one runner: it executes a scenario on a registered backend (or on two
+// in lockstep), applies every command to the reference model too, and after
+// EVERY step compares the residency state of every tensor and view, host
+// contents where readable, device memory in use, live allocations, the
+// outcome and the completion callbacks. The first divergence names the step,
+// what was expected and what was observed.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DRT_CONFORMANCE_RUNNER_H
+#define DRT_CONFORMANCE_RUNNER_H
+
+#include "drt/conformance/Scenario.h"
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace drt::conformance {
+
+/// The first point where a backend and the model (or two backends) differ.
+struct Divergence {
+  /// 1-based step number; 0 for device setup, commands.size()+1 for teardown.
+  size_t step = 0;
+  /// The command in text form ("teardown" or "setup" for the pseudo steps).
+  std::string command;
+  /// The backend that diverged.
+  std::string backend;
+  /// What was compared ("outcome", "state of tensor 'a'", ...).
+  std::string what;
+  std::string expected;
+  std::string observed;
+
+  /// A GoogleTest-like multi-line message.
+  std::string toString() const;
+};
+
+/// How to run a scenario.
+struct RunOptions {
+  /// The backend under test.
+  std::string backend = "fake";
+  /// A second backend to run in lockstep (differential mode); "" for none.
+  std::string against;
+  /// Called with one line per step (observations) when set.
+  std::function<void(const std::string &)> trace;
+  /// How long to wait for a completion callback, in milliseconds.
+  unsigned callbackTimeoutMs = 10000;
+};
+
+/// The outcome of running one scenario.
+struct RunResult {
+  /// Set when the scenario could not start (unknown backend, failing init).
+  std::string setupError;
+  /// The first divergence, if any.
+  std::optional<Divergence> divergence;
+  /// Steps executed (including the failing one).
+  size_t steps = 0;
+  /// Coverage labels reached and how often.
+  std::map<std::string, int> labels;
+  /// Residency transitions exercised, "Host -to-device-> Device" to count.
+  std::map<std::string, int> transitions;
+
+  bool passed() const { return setupError.empty() && !divergence; }
+};
+
+/// Runs \p scenario. The expectations the scenario carries are checked
+/// against the model first (a disagreement is a divergence of the scenario
+/// itself, backend "scenario").
+RunResult runScenario(const Scenario &scenario, const RunOptions &options);
+
+/// Returns \p scenario with every step's expectation set to what the model
+/// predicts for \p backend's capabilities (used before printing a generated
+/// or shrunk scenario).
+Scenario annotateExpectations(const Scenario &scenario,
+                              const std::string &backend);
+
+} // namespace drt::conformance
+
+#endif // DRT_CONFORMANCE_RUNNER_H

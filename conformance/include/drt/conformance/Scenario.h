@@ -1,0 +1,167 @@
+//===- drt/conformance/Scenario.h - Residency scenarios ---------*- C++ -*-===//
+//
+// A scenario is a list of devices and a list of commands over named tensors,
+// views, raw device locations and networks. Every command carries the outcome
+// it is expected to have. The same scenario runs on any backend, is produced
+// by the generators, is read and written as text (ScenarioText.h) and is
+// stored as a regression under conformance/scenarios/.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DRT_CONFORMANCE_SCENARIO_H
+#define DRT_CONFORMANCE_SCENARIO_H
+
+#include "drt/DeviceConfig.h"
+#include "drt/Error.h"
+#include "drt/Function.h"
+#include "drt/Type.h"
+#include "drt/Violation.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace drt::conformance {
+
+/// What a step does. The text name of each kind is commandKindName().
+enum class CommandKind {
+  Create,
+  View,
+  Clone,
+  MoveConstruct,
+  MoveAssign,
+  SelfMove,
+  Destroy,
+  ToDevice,
+  FromDevice,
+  Release,
+  DoubleRelease,
+  Read,
+  Write,
+  Refill,
+  AddNetwork,
+  Run,
+  EvictNetwork,
+  EnsureOutputs,
+  Shutdown,
+  InjectFault,
+  Alloc,
+  Free,
+};
+
+/// The command's name in the text form ("create", "to-device", ...).
+std::string_view commandKindName(CommandKind kind);
+
+/// The outcome a step has: success, a recoverable error, or a violation.
+struct Outcome {
+  enum class Kind { Ok, Error, Violation };
+  Kind kind = Kind::Ok;
+  /// The error code when kind is Error.
+  ErrorCode code = ErrorCode::Success;
+  /// The violation when kind is Violation.
+  ViolationKind violation = ViolationKind::UseOfMovedFrom;
+
+  static Outcome ok() { return {}; }
+  static Outcome error(ErrorCode code) { return {Kind::Error, code, {}}; }
+  static Outcome violationOf(ViolationKind v) {
+    return {Kind::Violation, ErrorCode::Success, v};
+  }
+  /// "ok", "error OutOfMemory", "violation use-of-moved-from".
+  std::string toString() const;
+  friend bool operator==(const Outcome &a, const Outcome &b) {
+    return a.kind == b.kind &&
+           (a.kind != Kind::Error || a.code == b.code) &&
+           (a.kind != Kind::Violation || a.violation == b.violation);
+  }
+};
+
+/// A device the scenario creates from the backend under test.
+struct DeviceSpec {
+  /// The device's name in the scenario ("d0").
+  std::string name;
+  /// DeviceConfig::memoryBudget (0: the backend's default).
+  uint64_t budget = 0;
+  /// DeviceConfig::copyDeviceTensorsToHost.
+  bool copyToHost = false;
+  /// DeviceConfig::parameters ("async" = "1", ...).
+  std::map<std::string, std::string> parameters;
+
+  friend bool operator==(const DeviceSpec &, const DeviceSpec &) = default;
+};
+
+/// One element-wise node of a network, over placeholder names.
+struct NetworkNode {
+  OpKind op = OpKind::Copy;
+  std::vector<std::string> inputs;
+  std::string output;
+  double factor = 1.0;
+
+  friend bool operator==(const NetworkNode &, const NetworkNode &) = default;
+};
+
+/// One step. Which fields matter depends on kind; the text form
+/// (docs/conformance.md) lists them per command.
+struct Command {
+  CommandKind kind = CommandKind::Create;
+  /// The tensor, location or network the command acts on or creates.
+  std::string target;
+  /// The second tensor (view, clone and move sources).
+  std::string source;
+  /// The device (transfers, releases, networks, faults, allocations).
+  std::string device;
+  /// Element kind and shape (create, view, networks).
+  ElemKind elemKind = ElemKind::Float32;
+  std::vector<size_t> dims;
+  /// View offset in elements.
+  uint64_t offset = 0;
+  /// The fill pattern (create, write, refill); see patternBytes().
+  uint64_t pattern = 0;
+  /// from-device: release (true) or keep a mirror (false).
+  bool release = true;
+  /// to-device: the named raw location to take over (empty: allocate).
+  std::string location;
+  /// alloc: bytes.
+  uint64_t bytes = 0;
+  /// inject-fault.
+  FaultSpec fault;
+  /// add-network: the nodes (placeholders appear in order of first use).
+  std::vector<NetworkNode> nodes;
+  /// run: placeholder name to tensor name.
+  std::vector<std::pair<std::string, std::string>> bindings;
+  /// The outcome the step is expected to have.
+  Outcome expect;
+
+  friend bool operator==(const Command &a, const Command &b);
+};
+
+/// A whole scenario.
+struct Scenario {
+  std::vector<DeviceSpec> devices;
+  std::vector<Command> commands;
+
+  friend bool operator==(const Scenario &, const Scenario &) = default;
+};
+
+/// The placeholders of a network's nodes, in order of first use, each typed
+/// \p type.
+std::vector<Placeholder> networkPlaceholders(const std::vector<NetworkNode> &,
+                                             const Type &type);
+/// The Function an add-network command describes.
+Function networkFunction(const Command &addNetwork);
+
+/// The bytes of fill pattern \p pattern for \p elements elements of \p kind
+/// starting at element \p firstElement. Pattern 0 is all zeros; other patterns
+/// give small exact float values, wrapping int32 values and varied bytes.
+std::vector<uint8_t> patternBytes(ElemKind kind, uint64_t pattern,
+                                  size_t firstElement, size_t elements);
+
+/// Checks names: tensors are created before use and created once, devices
+/// are declared, locations belong to the device they are used on, networks
+/// are added before use. Returns a message naming the step, or "" when the
+/// scenario is well formed.
+std::string validateScenario(const Scenario &scenario);
+
+} // namespace drt::conformance
+
+#endif // DRT_CONFORMANCE_SCENARIO_H

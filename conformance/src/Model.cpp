@@ -1,0 +1,920 @@
+//===- Model.cpp - The reference model ------------------------------------===//
+//
+// Each operation follows docs/semantics.md step by step, in the order the
+// contract gives for its checks, counting planned faults the way a backend's
+// hooks meet them (one allocation, one copy, one execution at a time).
+//
+//===----------------------------------------------------------------------===//
+#include "drt/conformance/Model.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace drt::conformance {
+
+std::string stateLabel(ResidencyState state) {
+  switch (state) {
+  case ResidencyState::Host:
+    return "Host";
+  case ResidencyState::Device:
+    return "Device";
+  case ResidencyState::Mirrored:
+    return "Mirrored";
+  case ResidencyState::Lost:
+    return "Lost";
+  }
+  return "?";
+}
+
+size_t ModelTensor::numElements() const {
+  size_t n = 1;
+  for (size_t d : dims)
+    n *= d;
+  return n;
+}
+
+size_t ModelTensor::bytes() const { return numElements() * elemSize(kind); }
+
+namespace {
+
+bool isResident(const ModelRecord &r) {
+  return r.state == ResidencyState::Device ||
+         r.state == ResidencyState::Mirrored;
+}
+
+bool validDims(const std::vector<size_t> &dims, ElemKind kind) {
+  size_t n = elemSize(kind);
+  for (size_t d : dims) {
+    if (d == 0 || __builtin_mul_overflow(n, d, &n))
+      return false;
+  }
+  return n <= (size_t(1) << 40);
+}
+
+bool isAsync(CommandKind kind) {
+  return kind == CommandKind::ToDevice || kind == CommandKind::FromDevice ||
+         kind == CommandKind::Run;
+}
+
+/// One placeholder's values during a modelled run.
+struct Values {
+  std::vector<uint8_t> data;
+  std::vector<bool> known;
+};
+
+void computeNode(const NetworkNode &node, ElemKind kind,
+                 const std::vector<const Values *> &in, Values &out,
+                 size_t elements) {
+  size_t size = elemSize(kind);
+  out.data.assign(elements * size, 0);
+  out.known.assign(elements * size, false);
+  for (size_t i = 0; i < elements; ++i) {
+    bool known = true;
+    for (const Values *v : in)
+      for (size_t b = 0; b < size; ++b)
+        known = known && v->known[i * size + b];
+    if (!known)
+      continue;
+    uint8_t *dst = out.data.data() + i * size;
+    if (kind == ElemKind::Float32) {
+      float a, b = 0, r = 0;
+      std::memcpy(&a, in[0]->data.data() + i * size, size);
+      if (in.size() > 1)
+        std::memcpy(&b, in[1]->data.data() + i * size, size);
+      switch (node.op) {
+      case OpKind::Add:
+        r = a + b;
+        break;
+      case OpKind::Mul:
+        r = a * b;
+        break;
+      case OpKind::Relu:
+        r = a > 0 ? a : 0.0f;
+        break;
+      case OpKind::Scale:
+        r = float(double(a) * node.factor);
+        break;
+      case OpKind::Copy:
+        r = a;
+        break;
+      }
+      std::memcpy(dst, &r, size);
+    } else {
+      uint32_t a, b = 0, r = 0;
+      std::memcpy(&a, in[0]->data.data() + i * size, size);
+      if (in.size() > 1)
+        std::memcpy(&b, in[1]->data.data() + i * size, size);
+      switch (node.op) {
+      case OpKind::Add:
+        r = a + b;
+        break;
+      case OpKind::Mul:
+        r = a * b;
+        break;
+      case OpKind::Relu:
+        r = int32_t(a) > 0 ? a : 0;
+        break;
+      case OpKind::Scale:
+        r = a * uint32_t(int64_t(node.factor));
+        break;
+      case OpKind::Copy:
+        r = a;
+        break;
+      }
+      std::memcpy(dst, &r, size);
+    }
+    for (size_t b = 0; b < size; ++b)
+      out.known[i * size + b] = true;
+  }
+}
+
+} // namespace
+
+Model::Model(std::vector<DeviceSpec> devices, Capabilities capabilities)
+    : capabilities_(capabilities) {
+  for (DeviceSpec &d : devices) {
+    ModelDevice md;
+    md.spec = d;
+    devices_.emplace(d.name, std::move(md));
+  }
+}
+
+const ModelTensor *Model::tensor(const std::string &name) const {
+  auto it = tensors_.find(name);
+  return it == tensors_.end() ? nullptr : &it->second;
+}
+
+const ModelRecord *Model::recordOf(const std::string &name) const {
+  const ModelTensor *t = tensor(name);
+  if (!t || t->empty())
+    return nullptr;
+  return &records_.at(t->record);
+}
+
+std::vector<std::optional<uint8_t>>
+Model::contentsOf(const std::string &name) const {
+  const ModelTensor *t = tensor(name);
+  const ModelRecord *r = recordOf(name);
+  std::vector<std::optional<uint8_t>> out;
+  if (!r)
+    return out;
+  for (size_t i = 0; i < t->bytes(); ++i) {
+    size_t at = t->offsetBytes + i;
+    out.push_back(r->known[at] ? std::optional<uint8_t>(r->data[at])
+                               : std::nullopt);
+  }
+  return out;
+}
+
+size_t Model::pendingFaults(const std::string &name) const {
+  auto it = devices_.find(name);
+  return it == devices_.end() ? 0 : it->second.faults.size();
+}
+
+int Model::newRecord(size_t bytes) {
+  ModelRecord r;
+  r.bytes = bytes;
+  r.data.assign(bytes, 0);
+  r.known.assign(bytes, true);
+  records_[nextRecord_] = std::move(r);
+  return nextRecord_++;
+}
+
+void Model::freeOnDevice(const std::string &name, uint64_t bytes) {
+  ModelDevice &d = device(name);
+  if (d.shutDown)
+    return;
+  d.used -= bytes;
+  --d.live;
+}
+
+void Model::releaseRecord(ModelRecord &r) {
+  freeOnDevice(r.device, r.bytes);
+  if (!r.location.empty())
+    locations_[r.location].state = ModelLocation::State::Dead;
+  r.state = ResidencyState::Host;
+  r.device.clear();
+  r.location.clear();
+}
+
+void Model::dropReference(int record, Step &step) {
+  ModelRecord &r = records_.at(record);
+  if (--r.references > 0)
+    return;
+  if (isResident(r)) {
+    step.labels.push_back("last-reference-releases-" + stateLabel(r.state));
+    releaseRecord(r);
+  }
+  records_.erase(record);
+}
+
+void Model::shutdownDevice(const std::string &name, Step &step) {
+  ModelDevice &d = device(name);
+  if (d.shutDown)
+    return;
+  for (auto &[id, r] : records_) {
+    if (!isResident(r) || r.device != name)
+      continue;
+    if (r.state == ResidencyState::Device) {
+      step.labels.push_back("device-lost-makes-Lost");
+      r.state = ResidencyState::Lost;
+      std::fill(r.known.begin(), r.known.end(), false);
+    } else {
+      step.labels.push_back("device-lost-keeps-Mirrored-host-copy");
+      r.state = ResidencyState::Host;
+    }
+    r.device.clear();
+    if (!r.location.empty())
+      locations_[r.location].state = ModelLocation::State::Dead;
+    r.location.clear();
+  }
+  for (auto &[n, l] : locations_)
+    if (l.device == name)
+      l.state = ModelLocation::State::Dead;
+  d.shutDown = true;
+  d.used = 0;
+  d.live = 0;
+  d.networks.clear();
+}
+
+std::optional<ErrorCode> Model::strike(const std::string &name, FaultSite site,
+                                       Step &step) {
+  ModelDevice &d = device(name);
+  std::optional<ErrorCode> hit;
+  for (auto it = d.faults.begin(); it != d.faults.end();) {
+    if (it->site == site && --it->remaining == 0) {
+      if (!hit)
+        hit = it->code;
+      it = d.faults.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (hit)
+    step.labels.push_back("fault-struck-" +
+                          std::string(faultSiteName(site)) + "-" +
+                          std::string(errorCodeName(*hit)));
+  return hit;
+}
+
+Outcome Model::failWith(const std::string &name, ErrorCode code, Step &step) {
+  if (code == ErrorCode::DeviceLost)
+    shutdownDevice(name, step);
+  return Outcome::error(code);
+}
+
+Outcome Model::allocate(const std::string &name, uint64_t bytes, Step &step) {
+  if (auto code = strike(name, FaultSite::Allocation, step))
+    return failWith(name, *code, step);
+  ModelDevice &d = device(name);
+  if (d.spec.budget && d.used + bytes > d.spec.budget) {
+    step.labels.push_back("out-of-memory");
+    return Outcome::error(ErrorCode::OutOfMemory);
+  }
+  d.used += bytes;
+  ++d.live;
+  return Outcome::ok();
+}
+
+Outcome Model::upload(int record, const std::string &name,
+                      const std::string &location, Step &step) {
+  ModelRecord &r = records_.at(record);
+  if (!location.empty()) {
+    auto it = locations_.find(location);
+    if (it == locations_.end() ||
+        it->second.state != ModelLocation::State::Live ||
+        it->second.device != name || it->second.bytes != r.bytes)
+      return Outcome::error(ErrorCode::InvalidArgument);
+  } else if (Outcome o = allocate(name, r.bytes, step);
+             o.kind != Outcome::Kind::Ok) {
+    return o;
+  }
+  if (auto code = strike(name, FaultSite::TransferToDevice, step)) {
+    if (location.empty())
+      freeOnDevice(name, r.bytes);
+    return failWith(name, *code, step);
+  }
+  r.state = ResidencyState::Device;
+  r.device = name;
+  r.location = location;
+  if (!location.empty()) {
+    locations_[location].state = ModelLocation::State::Owned;
+    step.labels.push_back("takes-over-location");
+  }
+  return Outcome::ok();
+}
+
+Outcome Model::fetchToHost(int record, bool release, Step &step) {
+  ModelRecord &r = records_.at(record);
+  std::string from = r.device;
+  if (auto code = strike(from, FaultSite::TransferFromDevice, step)) {
+    if (*code == ErrorCode::DeviceLost) {
+      shutdownDevice(from, step);
+      return Outcome::error(*code);
+    }
+    return Outcome::error(*code);
+  }
+  if (!release) {
+    r.state = ResidencyState::Mirrored;
+    return Outcome::ok();
+  }
+  releaseRecord(r);
+  return Outcome::ok();
+}
+
+Outcome Model::moveHere(int record, const std::string &name,
+                        const std::string &location, Step &step) {
+  ModelRecord &r = records_.at(record);
+  switch (r.state) {
+  case ResidencyState::Lost:
+    return Outcome::error(ErrorCode::DeviceLost);
+  case ResidencyState::Device:
+  case ResidencyState::Mirrored:
+    if (r.device == name) {
+      if (!location.empty() && location != r.location)
+        return Outcome::error(ErrorCode::InvalidArgument);
+      step.labels.push_back("to-device-already-" + stateLabel(r.state));
+      return Outcome::ok();
+    }
+    step.labels.push_back("cross-device-move-from-" + stateLabel(r.state));
+    if (r.state == ResidencyState::Mirrored) {
+      releaseRecord(r);
+    } else if (Outcome o = fetchToHost(record, true, step);
+               o.kind != Outcome::Kind::Ok) {
+      return o;
+    }
+    return upload(record, name, location, step);
+  case ResidencyState::Host:
+    return upload(record, name, location, step);
+  }
+  return Outcome::ok();
+}
+
+Outcome Model::writeHost(ModelTensor &t, uint64_t pattern, bool refill,
+                         Step &step) {
+  if (t.empty())
+    return Outcome::violationOf(ViolationKind::UseOfMovedFrom);
+  ModelRecord &r = records_.at(t.record);
+  if (r.state == ResidencyState::Device)
+    return Outcome::violationOf(ViolationKind::HostAccessWhileOnDevice);
+  if (r.state == ResidencyState::Lost) {
+    if (!refill)
+      return Outcome::violationOf(ViolationKind::HostAccessWhileLost);
+    if (t.offsetBytes != 0 || t.bytes() != r.bytes)
+      return Outcome::error(ErrorCode::InvalidArgument);
+    step.labels.push_back("refill-of-Lost");
+    r.state = ResidencyState::Host;
+  }
+  if (r.state == ResidencyState::Mirrored) {
+    step.labels.push_back("host-write-drops-mirror");
+    releaseRecord(r);
+  }
+  std::vector<uint8_t> bytes = patternBytes(t.kind, pattern, 0, t.numElements());
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    r.data[t.offsetBytes + i] = bytes[i];
+    r.known[t.offsetBytes + i] = true;
+  }
+  return Outcome::ok();
+}
+
+Outcome Model::releaseTensor(const ModelTensor &t, const std::string &name,
+                             Step &step) {
+  if (t.empty())
+    return Outcome::violationOf(ViolationKind::UseOfMovedFrom);
+  ModelRecord &r = records_.at(t.record);
+  if (t.offsetBytes != 0 || t.bytes() != r.bytes)
+    return Outcome::error(ErrorCode::InvalidArgument);
+  switch (r.state) {
+  case ResidencyState::Host:
+    return Outcome::ok();
+  case ResidencyState::Lost:
+    step.labels.push_back("release-of-Lost");
+    r.state = ResidencyState::Host;
+    return Outcome::ok();
+  case ResidencyState::Device:
+  case ResidencyState::Mirrored:
+    break;
+  }
+  if (r.device != name)
+    return Outcome::error(ErrorCode::InvalidArgument);
+  step.labels.push_back("release-of-" + stateLabel(r.state));
+  releaseRecord(r);
+  std::fill(r.known.begin(), r.known.end(), false);
+  return Outcome::ok();
+}
+
+void Model::unbindEverywhere(const std::string &tensor) {
+  for (auto &[net, ctx] : contexts_)
+    std::erase_if(ctx.bindings,
+                  [&](const auto &b) { return b.second == tensor; });
+}
+
+void Model::forgetTensor(const std::string &name, Step &step) {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end())
+    return;
+  if (!it->second.empty()) {
+    const ModelRecord &r = records_.at(it->second.record);
+    if (isResident(r) && r.references > 1)
+      step.labels.push_back("destroy-while-shared-and-resident");
+    dropReference(it->second.record, step);
+  }
+  tensors_.erase(it);
+  unbindEverywhere(name);
+}
+
+Outcome Model::run(const Command &c, Step &step) {
+  const std::string &dev = networkDevice_.at(c.target);
+  ModelContext &ctx = contexts_[c.target];
+  ctx.bindings = c.bindings;
+  if (device(dev).shutDown)
+    return Outcome::error(ErrorCode::DeviceLost);
+  auto net = device(dev).networks.find(c.target);
+  if (net == device(dev).networks.end())
+    return Outcome::error(ErrorCode::InvalidArgument);
+  ctx.lastNetwork = c.target;
+  const Command add = net->second;
+  Type type{add.elemKind, add.dims};
+  std::vector<Placeholder> placeholders = networkPlaceholders(add.nodes, type);
+  Function fn = networkFunction(add);
+  auto boundName = [&](const std::string &ph) -> const std::string * {
+    const std::string *found = nullptr;
+    for (const auto &[p, t] : ctx.bindings)
+      if (p == ph)
+        found = &t;
+    return found;
+  };
+  std::vector<const ModelTensor *> bound;
+  for (const Placeholder &p : placeholders) {
+    const std::string *name = boundName(p.name);
+    const ModelTensor *t = name ? tensor(*name) : nullptr;
+    if (!t)
+      return Outcome::error(ErrorCode::InvalidArgument);
+    if (t->empty())
+      return Outcome::violationOf(ViolationKind::UseOfMovedFrom);
+    if (t->kind != p.type.kind || t->dims != p.type.dims)
+      return Outcome::error(ErrorCode::InvalidArgument);
+    bound.push_back(t);
+  }
+  for (size_t i = 0; i < placeholders.size(); ++i) {
+    if (!fn.isOutput(placeholders[i].name))
+      continue;
+    const ModelRecord &r = records_.at(bound[i]->record);
+    if (bound[i]->offsetBytes != 0 || bound[i]->bytes() != r.bytes)
+      return Outcome::error(ErrorCode::InvalidArgument);
+    for (size_t j = 0; j < placeholders.size(); ++j)
+      if (j != i && bound[j]->record == bound[i]->record)
+        return Outcome::error(ErrorCode::InvalidArgument);
+  }
+
+  struct Output {
+    int record;
+    bool allocatedForRun;
+  };
+  std::vector<Output> outputs;
+  std::vector<uint64_t> temporaries;
+  Outcome failure = Outcome::ok();
+  bool executed = false;
+  for (size_t i = 0; i < placeholders.size() && failure == Outcome::ok();
+       ++i) {
+    int id = bound[i]->record;
+    ModelRecord &r = records_.at(id);
+    if (fn.isOutput(placeholders[i].name)) {
+      if (isResident(r) && r.device == dev) {
+        outputs.push_back({id, false});
+        step.labels.push_back("run-output-in-place");
+        continue;
+      }
+      if (isResident(r)) {
+        releaseRecord(r);
+        std::fill(r.known.begin(), r.known.end(), false);
+      }
+      failure = allocate(dev, r.bytes, step);
+      if (failure == Outcome::ok())
+        outputs.push_back({id, true});
+      continue;
+    }
+    if (r.state == ResidencyState::Lost) {
+      failure = Outcome::error(ErrorCode::DeviceLost);
+      continue;
+    }
+    if (r.state == ResidencyState::Device && r.device != dev) {
+      step.labels.push_back("run-input-moved");
+      failure = capabilities_.residentTensors ? moveHere(id, dev, "", step)
+                                              : fetchToHost(id, true, step);
+      if (failure != Outcome::ok())
+        continue;
+    }
+    if (isResident(r) && r.device == dev) {
+      step.labels.push_back("run-input-in-place");
+      continue;
+    }
+    uint64_t bytes = bound[i]->bytes();
+    failure = allocate(dev, bytes, step);
+    if (failure != Outcome::ok())
+      continue;
+    temporaries.push_back(bytes);
+    if (auto code = strike(dev, FaultSite::TransferToDevice, step))
+      failure = failWith(dev, *code, step);
+  }
+  if (failure == Outcome::ok()) {
+    executed = true;
+    if (auto code = strike(dev, FaultSite::Run, step))
+      failure = failWith(dev, *code, step);
+  }
+  for (uint64_t bytes : temporaries)
+    freeOnDevice(dev, bytes);
+  if (failure != Outcome::ok()) {
+    for (const Output &o : outputs) {
+      ModelRecord &r = records_.at(o.record);
+      if (!o.allocatedForRun) {
+        if (r.state == ResidencyState::Mirrored && r.device == dev)
+          r.state = ResidencyState::Device;
+        if (executed && isResident(r))
+          std::fill(r.known.begin(), r.known.end(), false);
+        continue;
+      }
+      if (r.state != ResidencyState::Device)
+        freeOnDevice(dev, r.bytes);
+    }
+    step.labels.push_back("run-failed");
+    return failure;
+  }
+
+  // Compute the outputs from the inputs' values.
+  std::map<std::string, Values> values;
+  for (size_t i = 0; i < placeholders.size(); ++i) {
+    const ModelTensor &t = *bound[i];
+    const ModelRecord &r = records_.at(t.record);
+    Values v;
+    v.data.assign(r.data.begin() + t.offsetBytes,
+                  r.data.begin() + t.offsetBytes + t.bytes());
+    v.known.assign(r.known.begin() + t.offsetBytes,
+                   r.known.begin() + t.offsetBytes + t.bytes());
+    values[placeholders[i].name] = std::move(v);
+  }
+  for (const NetworkNode &n : add.nodes) {
+    std::vector<const Values *> in;
+    for (const std::string &name : n.inputs)
+      in.push_back(&values.at(name));
+    Values out;
+    computeNode(n, add.elemKind, in, out, type.numElements());
+    values[n.output] = std::move(out);
+  }
+  for (const Output &o : outputs) {
+    ModelRecord &r = records_.at(o.record);
+    size_t i = 0;
+    while (bound[i]->record != o.record)
+      ++i;
+    const Values &v = values.at(placeholders[i].name);
+    r.data = v.data;
+    r.known = v.known;
+    r.state = ResidencyState::Device;
+    r.device = dev;
+    if (o.allocatedForRun)
+      r.location.clear();
+  }
+  step.labels.push_back("run-succeeded");
+  if (!device(dev).spec.copyToHost && capabilities_.residentTensors) {
+    step.labels.push_back("run-leaves-outputs-resident");
+    return Outcome::ok();
+  }
+  Outcome first = Outcome::ok();
+  for (const Output &o : outputs) {
+    Outcome e = fetchToHost(o.record, true, step);
+    if (first == Outcome::ok())
+      first = e;
+  }
+  step.labels.push_back("run-copies-outputs-to-host");
+  return first;
+}
+
+Outcome Model::ensureOutputs(const Command &c, Step &step) {
+  auto ctx = contexts_.find(c.target);
+  if (ctx == contexts_.end() || ctx->second.lastNetwork.empty())
+    return Outcome::error(ErrorCode::InvalidArgument);
+  auto placed = placement_.find(ctx->second.lastNetwork);
+  if (placed == placement_.end())
+    return Outcome::error(ErrorCode::InvalidArgument);
+  ModelDevice &d = device(placed->second);
+  auto net = d.networks.find(ctx->second.lastNetwork);
+  if (net == d.networks.end())
+    return Outcome::ok();
+  Function fn = networkFunction(net->second);
+  Outcome first = Outcome::ok();
+  for (const std::string &out : fn.outputNames()) {
+    const std::string *name = nullptr;
+    for (const auto &[p, t] : ctx->second.bindings)
+      if (p == out)
+        name = &t;
+    const ModelTensor *t = name ? tensor(*name) : nullptr;
+    if (!t || t->empty())
+      continue;
+    ModelRecord &r = records_.at(t->record);
+    Outcome e = Outcome::ok();
+    if (r.state == ResidencyState::Lost) {
+      e = Outcome::error(ErrorCode::DeviceLost);
+    } else if (r.state == ResidencyState::Mirrored) {
+      releaseRecord(r);
+    } else if (r.state == ResidencyState::Device) {
+      if (t->offsetBytes != 0 || t->bytes() != r.bytes)
+        e = Outcome::error(ErrorCode::InvalidArgument);
+      else
+        e = fetchToHost(t->record, true, step);
+      if (e == Outcome::ok())
+        step.labels.push_back("ensure-outputs-brings-back");
+    }
+    if (first == Outcome::ok())
+      first = e;
+  }
+  return first;
+}
+
+ModelStep Model::apply(const Command &c) {
+  Step step;
+  step.labels.push_back(std::string(commandKindName(c.kind)));
+  auto before = [&](const std::string &name) {
+    const ModelRecord *r = recordOf(name);
+    step.labels.push_back(std::string(commandKindName(c.kind)) + "@" +
+                          (r ? stateLabel(r->state) : "empty"));
+  };
+  Outcome &o = step.outcome;
+  switch (c.kind) {
+  case CommandKind::Create: {
+    ModelTensor t;
+    t.kind = c.elemKind;
+    t.dims = c.dims;
+    if (!validDims(c.dims, c.elemKind)) {
+      o = Outcome::violationOf(ViolationKind::InvalidTensorType);
+    } else {
+      t.record = newRecord(t.bytes());
+      ModelRecord &r = records_.at(t.record);
+      r.references = 1;
+      r.data = patternBytes(c.elemKind, c.pattern, 0, t.numElements());
+    }
+    tensors_[c.target] = t;
+    break;
+  }
+  case CommandKind::View: {
+    before(c.source);
+    ModelTensor src = tensors_.at(c.source);
+    ModelTensor v;
+    v.kind = src.kind;
+    v.dims = c.dims;
+    if (src.empty()) {
+      o = Outcome::violationOf(ViolationKind::UseOfMovedFrom);
+    } else if (!validDims(c.dims, src.kind) || c.offset > src.numElements() ||
+               v.numElements() > src.numElements() - c.offset) {
+      o = Outcome::violationOf(ViolationKind::ViewOutOfBounds);
+      v = ModelTensor{};
+    } else {
+      v.record = src.record;
+      v.offsetBytes = src.offsetBytes + c.offset * elemSize(src.kind);
+      v.isView = true;
+      ++records_.at(v.record).references;
+    }
+    if (o.kind != Outcome::Kind::Ok)
+      v.record = -1;
+    tensors_[c.target] = v;
+    break;
+  }
+  case CommandKind::Clone: {
+    before(c.source);
+    const ModelTensor src = tensors_.at(c.source);
+    ModelTensor copy;
+    if (src.empty()) {
+      o = Outcome::violationOf(ViolationKind::UseOfMovedFrom);
+    } else {
+      const ModelRecord &r = records_.at(src.record);
+      if (r.state == ResidencyState::Device)
+        o = Outcome::violationOf(ViolationKind::HostAccessWhileOnDevice);
+      else if (r.state == ResidencyState::Lost)
+        o = Outcome::violationOf(ViolationKind::HostAccessWhileLost);
+    }
+    if (o == Outcome::ok()) {
+      copy.kind = src.kind;
+      copy.dims = src.dims;
+      int id = newRecord(src.bytes());
+      const ModelRecord &from = records_.at(src.record);
+      ModelRecord &to = records_.at(id);
+      to.references = 1;
+      for (size_t i = 0; i < src.bytes(); ++i) {
+        to.data[i] = from.data[src.offsetBytes + i];
+        to.known[i] = from.known[src.offsetBytes + i];
+      }
+      copy.record = id;
+    }
+    tensors_[c.target] = copy;
+    break;
+  }
+  case CommandKind::MoveConstruct: {
+    ModelTensor src = tensors_.at(c.source);
+    tensors_[c.source] = ModelTensor{};
+    tensors_[c.target] = src;
+    unbindEverywhere(c.target);
+    break;
+  }
+  case CommandKind::MoveAssign: {
+    before(c.target);
+    if (c.target == c.source)
+      break;
+    ModelTensor src = tensors_.at(c.source);
+    ModelTensor &dst = tensors_.at(c.target);
+    if (!dst.empty()) {
+      const ModelRecord &r = records_.at(dst.record);
+      if (isResident(r))
+        step.labels.push_back("move-assign-onto-resident");
+      dropReference(dst.record, step);
+    }
+    dst = src;
+    tensors_[c.source] = ModelTensor{};
+    break;
+  }
+  case CommandKind::SelfMove:
+    before(c.target);
+    break;
+  case CommandKind::Destroy:
+    before(c.target);
+    forgetTensor(c.target, step);
+    break;
+  case CommandKind::ToDevice: {
+    before(c.target);
+    const ModelTensor &t = tensors_.at(c.target);
+    ModelDevice &d = device(c.device);
+    if (t.empty())
+      o = Outcome::violationOf(ViolationKind::UseOfMovedFrom);
+    else if (t.offsetBytes != 0 || t.bytes() != records_.at(t.record).bytes)
+      o = Outcome::error(ErrorCode::InvalidArgument);
+    else if (d.shutDown)
+      o = Outcome::error(ErrorCode::DeviceLost);
+    else if (!capabilities_.residentTensors)
+      o = Outcome::error(ErrorCode::NotSupported);
+    else
+      o = moveHere(t.record, c.device, c.location, step);
+    break;
+  }
+  case CommandKind::FromDevice: {
+    before(c.target);
+    const ModelTensor &t = tensors_.at(c.target);
+    if (t.empty()) {
+      o = Outcome::violationOf(ViolationKind::UseOfMovedFrom);
+      break;
+    }
+    ModelRecord &r = records_.at(t.record);
+    if (t.offsetBytes != 0 || t.bytes() != r.bytes)
+      o = Outcome::error(ErrorCode::InvalidArgument);
+    else if (r.state == ResidencyState::Lost)
+      o = Outcome::error(ErrorCode::DeviceLost);
+    else if (r.state == ResidencyState::Host)
+      o = Outcome::ok();
+    else if (r.device != c.device)
+      o = Outcome::error(ErrorCode::InvalidArgument);
+    else if (r.state == ResidencyState::Mirrored) {
+      if (c.release)
+        releaseRecord(r);
+    } else {
+      o = fetchToHost(t.record, c.release, step);
+    }
+    break;
+  }
+  case CommandKind::Release:
+    before(c.target);
+    o = releaseTensor(tensors_.at(c.target), c.device, step);
+    break;
+  case CommandKind::DoubleRelease: {
+    before(c.target);
+    bool wasResident = recordOf(c.target) && isResident(*recordOf(c.target));
+    o = releaseTensor(tensors_.at(c.target), c.device, step);
+    if (o == Outcome::ok()) {
+      o = releaseTensor(tensors_.at(c.target), c.device, step);
+      if (wasResident)
+        step.labels.push_back("double-release-of-resident");
+    }
+    break;
+  }
+  case CommandKind::Read: {
+    before(c.target);
+    const ModelTensor &t = tensors_.at(c.target);
+    if (t.empty()) {
+      o = Outcome::violationOf(ViolationKind::UseOfMovedFrom);
+      break;
+    }
+    const ModelRecord &r = records_.at(t.record);
+    if (r.state == ResidencyState::Device)
+      o = Outcome::violationOf(ViolationKind::HostAccessWhileOnDevice);
+    else if (r.state == ResidencyState::Lost)
+      o = Outcome::violationOf(ViolationKind::HostAccessWhileLost);
+    if (t.isView && o.kind == Outcome::Kind::Violation)
+      step.labels.push_back("view-observes-" + stateLabel(r.state));
+    break;
+  }
+  case CommandKind::Write:
+    before(c.target);
+    o = writeHost(tensors_.at(c.target), c.pattern, false, step);
+    break;
+  case CommandKind::Refill:
+    before(c.target);
+    o = writeHost(tensors_.at(c.target), c.pattern, true, step);
+    break;
+  case CommandKind::AddNetwork: {
+    networkDevice_[c.target] = c.device;
+    ModelDevice &d = device(c.device);
+    if (placement_.count(c.target))
+      o = Outcome::error(ErrorCode::InvalidArgument);
+    else if (d.shutDown)
+      o = Outcome::error(ErrorCode::DeviceLost);
+    else if (networkFunction(c).verify())
+      o = Outcome::error(ErrorCode::InvalidArgument);
+    else {
+      d.networks[c.target] = c;
+      placement_[c.target] = c.device;
+    }
+    break;
+  }
+  case CommandKind::EvictNetwork: {
+    auto it = placement_.find(c.target);
+    if (it == placement_.end()) {
+      o = Outcome::error(ErrorCode::InvalidArgument);
+      break;
+    }
+    ModelDevice &d = device(it->second);
+    if (!d.networks.erase(c.target))
+      o = Outcome::error(ErrorCode::InvalidArgument);
+    placement_.erase(it);
+    break;
+  }
+  case CommandKind::Run:
+    o = run(c, step);
+    break;
+  case CommandKind::EnsureOutputs:
+    o = ensureOutputs(c, step);
+    break;
+  case CommandKind::Shutdown:
+    step.labels.push_back(device(c.device).shutDown ? "shutdown-again"
+                                                    : "shutdown");
+    shutdownDevice(c.device, step);
+    break;
+  case CommandKind::InjectFault:
+    if (!capabilities_.faultInjection)
+      o = Outcome::error(ErrorCode::NotSupported);
+    else if (device(c.device).shutDown)
+      o = Outcome::error(ErrorCode::DeviceLost);
+    else if (c.fault.nth == 0 || c.fault.code == ErrorCode::Success)
+      o = Outcome::error(ErrorCode::InvalidArgument);
+    else
+      device(c.device).faults.push_back({c.fault.site, c.fault.nth,
+                                         c.fault.code});
+    break;
+  case CommandKind::Alloc: {
+    ModelDevice &d = device(c.device);
+    locations_[c.target] = ModelLocation{c.device, c.bytes,
+                                         ModelLocation::State::Dead};
+    if (d.shutDown)
+      o = Outcome::error(ErrorCode::DeviceLost);
+    else if (c.bytes == 0)
+      o = Outcome::error(ErrorCode::InvalidArgument);
+    else if (!capabilities_.residentTensors)
+      o = Outcome::error(ErrorCode::NotSupported);
+    else
+      o = allocate(c.device, c.bytes, step);
+    if (o == Outcome::ok())
+      locations_[c.target].state = ModelLocation::State::Live;
+    break;
+  }
+  case CommandKind::Free: {
+    ModelLocation &l = locations_.at(c.target);
+    if (l.state != ModelLocation::State::Live || device(c.device).shutDown) {
+      o = Outcome::error(ErrorCode::InvalidArgument);
+      if (l.state == ModelLocation::State::Owned)
+        step.labels.push_back("free-of-owned-location");
+      break;
+    }
+    freeOnDevice(c.device, l.bytes);
+    l.state = ModelLocation::State::Dead;
+    break;
+  }
+  }
+  if (o.kind == Outcome::Kind::Violation)
+    step.callbacks = 0;
+  else if (isAsync(c.kind))
+    step.callbacks = 1;
+  if (o != Outcome::ok())
+    step.labels.push_back("outcome-" + o.toString());
+  return step;
+}
+
+void Model::teardown() {
+  Step ignored;
+  for (auto &[name, l] : locations_)
+    if (l.state == ModelLocation::State::Live) {
+      freeOnDevice(l.device, l.bytes);
+      l.state = ModelLocation::State::Dead;
+    }
+  std::vector<std::string> names;
+  for (const auto &[name, t] : tensors_)
+    names.push_back(name);
+  for (const std::string &name : names)
+    forgetTensor(name, ignored);
+}
+
+} // namespace drt::conformance

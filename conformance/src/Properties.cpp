@@ -1,0 +1,447 @@
+//===- Properties.cpp - Property families ---------------------------------===//
+#include "drt/conformance/Properties.h"
+
+#include "drt/BackendRegistry.h"
+#include "drt/conformance/Runner.h"
+#include "drt/conformance/ScenarioText.h"
+
+#include <chrono>
+#include <fstream>
+
+namespace drt::conformance {
+
+std::string PropertyResult::statusText() const {
+  switch (status) {
+  case Status::Passed:
+    return "passed";
+  case Status::Failed:
+    return "FAILED";
+  case Status::Skipped:
+    return "skipped";
+  }
+  return "?";
+}
+
+uint64_t familySeed(uint64_t seed, const std::string &family, int shard) {
+  // FNV-1a over the family name, mixed with the seed and the shard.
+  uint64_t h = 1469598103934665603ull;
+  for (char c : family)
+    h = (h ^ uint8_t(c)) * 1099511628211ull;
+  h ^= seed * 0x9E3779B97F4A7C15ull;
+  h ^= uint64_t(shard) * 0xC2B2AE3D27D4EB4Full;
+  h ^= h >> 29;
+  return h;
+}
+
+namespace {
+
+using K = CommandKind;
+
+std::string needsResident(const Capabilities &c) {
+  return c.residentTensors ? "" : "the backend declares no resident tensors";
+}
+
+DeviceSpec device(std::string name, uint64_t budget = 0) {
+  DeviceSpec d;
+  d.name = std::move(name);
+  d.budget = budget;
+  return d;
+}
+
+/// Weights shared by the lifecycle families, then adjusted per family.
+std::map<CommandKind, int> baseWeights() {
+  return {{K::Create, 6},     {K::View, 3},     {K::Clone, 1},
+          {K::Destroy, 2},    {K::ToDevice, 6}, {K::FromDevice, 4},
+          {K::Release, 2},    {K::Read, 4},     {K::Write, 2},
+          {K::MoveAssign, 1}, {K::SelfMove, 1}, {K::MoveConstruct, 1}};
+}
+
+GeneratorProfile oneDevice(std::map<CommandKind, int> weights,
+                           uint64_t budget = 0) {
+  GeneratorProfile p;
+  p.devices = {device("d0", budget)};
+  p.weights = std::move(weights);
+  return p;
+}
+
+std::vector<PropertyFamily> makeFamilies() {
+  std::vector<PropertyFamily> f;
+  f.push_back({"view-sharing",
+               "views share storage and residency with their owner",
+               needsResident,
+               [](const std::string &, uint64_t) {
+                 auto w = baseWeights();
+                 w[K::View] = 8;
+                 w[K::Read] = 8;
+                 w[K::Write] = 4;
+                 return oneDevice(w);
+               },
+               {"view-observes-Device", "view@Device"}});
+  f.push_back({"clone-independence",
+               "a clone is independent of its source in data and residency",
+               needsResident,
+               [](const std::string &, uint64_t) {
+                 auto w = baseWeights();
+                 w[K::Clone] = 8;
+                 w[K::Write] = 5;
+                 w[K::FromDevice] = 6;
+                 return oneDevice(w);
+               },
+               {"clone@Mirrored", "clone@Device"}});
+  f.push_back({"move-semantics",
+               "moves empty their source, move-assign releases the target "
+               "once, self-move is a no-op",
+               needsResident,
+               [](const std::string &, uint64_t) {
+                 auto w = baseWeights();
+                 w[K::MoveAssign] = 8;
+                 w[K::MoveConstruct] = 5;
+                 w[K::SelfMove] = 3;
+                 return oneDevice(w);
+               },
+               {"move-assign-onto-resident", "self-move@",
+                "outcome-violation use-of-moved-from"}});
+  f.push_back({"double-release",
+               "releasing twice is a success that frees once",
+               needsResident,
+               [](const std::string &, uint64_t) {
+                 auto w = baseWeights();
+                 w[K::DoubleRelease] = 8;
+                 w[K::Release] = 5;
+                 return oneDevice(w);
+               },
+               {"double-release-of-resident"}});
+  f.push_back({"round-trips",
+               "to-device / from-device keep and release, Mirrored reads and "
+               "writes",
+               needsResident,
+               [](const std::string &, uint64_t) {
+                 auto w = baseWeights();
+                 w[K::FromDevice] = 8;
+                 w[K::Write] = 4;
+                 w[K::Refill] = 2;
+                 return oneDevice(w);
+               },
+               {"host-write-drops-mirror", "to-device-already-Mirrored"}});
+  f.push_back({"destruction-releases-once",
+               "the last reference of a resident record frees it exactly "
+               "once; views keep records alive",
+               needsResident,
+               [](const std::string &, uint64_t) {
+                 auto w = baseWeights();
+                 w[K::Destroy] = 8;
+                 w[K::View] = 6;
+                 return oneDevice(w);
+               },
+               {"destroy-while-shared-and-resident",
+                "last-reference-releases-Device"}});
+  f.push_back({"accounting",
+               "used bytes and live allocations are exact after every step; "
+               "budgets give OutOfMemory; raw locations are checked",
+               [](const Capabilities &c) {
+                 if (!c.memoryBudget)
+                   return std::string(
+                       "the backend does not enforce a memory budget");
+                 return needsResident(c);
+               },
+               [](const std::string &, uint64_t) {
+                 auto w = baseWeights();
+                 w[K::Alloc] = 5;
+                 w[K::Free] = 4;
+                 w[K::ToDevice] = 8;
+                 return oneDevice(w, 96);
+               },
+               {"out-of-memory", "takes-over-location",
+                "free-of-owned-location"}});
+  f.push_back({"runs-and-outputs",
+               "runs leave outputs resident; ensureOutputsAvailable brings "
+               "them back; results are exact",
+               needsResident,
+               [](const std::string &, uint64_t) {
+                 std::map<CommandKind, int> w = {
+                     {K::Create, 8},     {K::ToDevice, 4},
+                     {K::FromDevice, 2}, {K::Read, 5},
+                     {K::AddNetwork, 3}, {K::Run, 10},
+                     {K::EnsureOutputs, 5}, {K::EvictNetwork, 1},
+                     {K::Destroy, 1},    {K::View, 1}};
+                 GeneratorProfile p = oneDevice(w);
+                 p.shapes = {{4}};
+                 return p;
+               },
+               {"run-leaves-outputs-resident", "ensure-outputs-brings-back",
+                "run-input-in-place"}});
+  f.push_back({"copy-outputs-to-host",
+               "with copyDeviceTensorsToHost a run leaves its outputs on "
+               "host",
+               [](const Capabilities &) { return std::string(); },
+               [](const std::string &, uint64_t) {
+                 std::map<CommandKind, int> w = {
+                     {K::Create, 8},     {K::ToDevice, 3}, {K::Read, 5},
+                     {K::AddNetwork, 3}, {K::Run, 10},     {K::Destroy, 1}};
+                 GeneratorProfile p = oneDevice(w);
+                 p.shapes = {{4}};
+                 p.devices[0].copyToHost = true;
+                 return p;
+               },
+               {"run-copies-outputs-to-host"}});
+  f.push_back({"cross-device",
+               "tensors move between two devices of one backend; runs move "
+               "their inputs",
+               needsResident,
+               [](const std::string &, uint64_t) {
+                 auto w = baseWeights();
+                 w[K::ToDevice] = 10;
+                 w[K::AddNetwork] = 2;
+                 w[K::Run] = 4;
+                 GeneratorProfile p = oneDevice(w);
+                 p.devices.push_back(device("d1"));
+                 return p;
+               },
+               {"cross-device-move-from-Device",
+                "cross-device-move-from-Mirrored"}});
+  f.push_back({"faults",
+               "injected out-of-memory, failing transfers and runs, lost "
+               "devices leave records consistent",
+               [](const Capabilities &c) {
+                 if (!c.faultInjection)
+                   return std::string(
+                       "the backend does not declare fault injection");
+                 return needsResident(c);
+               },
+               [](const std::string &, uint64_t) {
+                 auto w = baseWeights();
+                 w[K::InjectFault] = 6;
+                 w[K::FromDevice] = 6;
+                 w[K::AddNetwork] = 1;
+                 w[K::Run] = 3;
+                 w[K::Refill] = 2;
+                 GeneratorProfile p = oneDevice(w);
+                 p.shapes = {{4}};
+                 p.faultCodes = {ErrorCode::DeviceError,
+                                 ErrorCode::OutOfMemory,
+                                 ErrorCode::DeviceLost};
+                 return p;
+               },
+               {"fault-struck-to-device", "fault-struck-from-device",
+                "fault-struck-alloc"}});
+  f.push_back({"device-loss",
+               "shutdown makes Device records Lost and Mirrored ones Host; "
+               "refill recovers",
+               [](const Capabilities &c) {
+                 if (!c.deviceLoss)
+                   return std::string("the backend does not declare device "
+                                      "loss");
+                 return needsResident(c);
+               },
+               [](const std::string &, uint64_t) {
+                 auto w = baseWeights();
+                 w[K::Shutdown] = 3;
+                 w[K::Refill] = 6;
+                 w[K::Release] = 3;
+                 w[K::ToDevice] = 8;
+                 GeneratorProfile p = oneDevice(w);
+                 p.devices.push_back(device("d1"));
+                 return p;
+               },
+               {"device-lost-makes-Lost", "refill-of-Lost"}});
+  f.push_back({"async-completion",
+               "completions on another thread after random delays: every "
+               "callback exactly once, after the record update",
+               [](const Capabilities &c) {
+                 if (!c.asynchronousCompletion)
+                   return std::string("the backend does not declare "
+                                      "asynchronous completion");
+                 return needsResident(c);
+               },
+               [](const std::string &backend, uint64_t seed) {
+                 auto w = baseWeights();
+                 w[K::AddNetwork] = 3;
+                 w[K::Run] = 8;
+                 w[K::EnsureOutputs] = 3;
+                 GeneratorProfile p = oneDevice(w);
+                 p.shapes = {{4}};
+                 p.devices.push_back(device("d1"));
+                 if (backend == "fake")
+                   for (DeviceSpec &d : p.devices) {
+                     d.parameters["async"] = "1";
+                     d.parameters["seed"] = std::to_string(seed % 1000 + 1);
+                   }
+                 return p;
+               },
+               {"from-device@Device", "run-succeeded"}});
+  f.push_back({"mixed",
+               "every command, weighted towards deep residency states",
+               needsResident,
+               [](const std::string &, uint64_t) {
+                 auto w = baseWeights();
+                 w[K::DoubleRelease] = 1;
+                 w[K::Refill] = 1;
+                 w[K::AddNetwork] = 2;
+                 w[K::Run] = 3;
+                 w[K::EnsureOutputs] = 1;
+                 w[K::EvictNetwork] = 1;
+                 w[K::Alloc] = 1;
+                 w[K::Free] = 1;
+                 GeneratorProfile p = oneDevice(w, 512);
+                 p.devices.push_back(device("d1"));
+                 return p;
+               },
+               {"run-succeeded", "cross-device-move-from-Device"}});
+  return f;
+}
+
+bool reached(const std::map<std::string, int> &labels,
+             const std::string &prefix) {
+  auto it = labels.lower_bound(prefix);
+  return it != labels.end() && it->first.rfind(prefix, 0) == 0;
+}
+
+} // namespace
+
+const std::vector<PropertyFamily> &propertyFamilies() {
+  static const std::vector<PropertyFamily> families = makeFamilies();
+  return families;
+}
+
+PropertyResult runProperty(const PropertyFamily &family,
+                           const PropertyOptions &options) {
+  PropertyResult result;
+  result.name = family.name;
+  result.backend = options.backend;
+  result.seed = familySeed(options.seed, family.name, options.shardIndex);
+  auto started = std::chrono::steady_clock::now();
+  auto finish = [&]() -> PropertyResult {
+    result.seconds = std::chrono::duration<double>(
+                         std::chrono::steady_clock::now() - started)
+                         .count();
+    return result;
+  };
+
+  std::vector<std::string> backends = {options.backend};
+  if (!options.against.empty())
+    backends.push_back(options.against);
+  Capabilities caps;
+  for (size_t i = 0; i < backends.size(); ++i) {
+    const BackendInfo *info = BackendRegistry::instance().find(backends[i]);
+    if (!info) {
+      result.status = PropertyResult::Status::Failed;
+      result.reason = "unknown backend '" + backends[i] + "'";
+      return finish();
+    }
+    if (std::string why = family.skipReason(info->capabilities);
+        !why.empty()) {
+      result.status = PropertyResult::Status::Skipped;
+      result.reason = (i ? backends[i] + ": " : "") + why;
+      return finish();
+    }
+    if (i == 0)
+      caps = info->capabilities;
+  }
+
+  int cases = options.cases / options.shardCount +
+              (options.shardIndex < options.cases % options.shardCount ? 1
+                                                                       : 0);
+  if (cases == 0) {
+    result.status = PropertyResult::Status::Skipped;
+    result.reason = "no cases in this shard";
+    return finish();
+  }
+  GeneratorProfile profile = family.profile(options.backend, result.seed);
+
+  bool failing = false;
+  std::optional<Scenario> minimal;
+  std::string minimalFailure;
+  auto property = [&]() {
+    Scenario s = *genScenario(profile, caps);
+    s = annotateExpectations(s, options.backend);
+    RunOptions run;
+    run.backend = options.backend;
+    run.against = options.against;
+    RunResult r = runScenario(s, run);
+    if (!failing) {
+      ++result.cases;
+      result.steps += r.steps;
+      for (const auto &[label, n] : r.labels)
+        result.labels[label] += n;
+      for (const auto &[t, n] : r.transitions)
+        result.transitions[t] += n;
+    }
+    if (r.passed())
+      return;
+    failing = true;
+    std::string why = r.setupError.empty() ? r.divergence->toString()
+                                           : r.setupError;
+    if (!minimal || s.commands.size() <= minimal->commands.size()) {
+      minimal = s;
+      minimalFailure = why;
+    }
+    RC_FAIL(why);
+  };
+
+  rc::detail::TestParams params;
+  params.seed = result.seed;
+  params.maxSuccess = cases;
+  params.maxSize = options.maxSteps;
+  params.maxDiscardRatio = 20;
+  rc::detail::TestMetadata metadata;
+  metadata.id = family.name;
+  metadata.description = family.description;
+  rc::detail::TestResult outcome =
+      rc::detail::checkTestable(property, metadata, params);
+
+  if (outcome.is<rc::detail::GaveUpResult>()) {
+    result.status = PropertyResult::Status::Failed;
+    result.reason = "gave up generating scenarios: " +
+                    outcome.get<rc::detail::GaveUpResult>().description;
+    return finish();
+  }
+  if (outcome.is<rc::detail::Error>()) {
+    result.status = PropertyResult::Status::Failed;
+    result.reason =
+        "generator error: " + outcome.get<rc::detail::Error>().description;
+    return finish();
+  }
+  if (minimal) {
+    result.status = PropertyResult::Status::Failed;
+    result.reason = minimalFailure;
+    result.minimalScenario = printScenario(*minimal);
+    result.minimalLength = minimal->commands.size();
+    std::string dir =
+        options.failureDirectory.empty() ? "." : options.failureDirectory;
+    result.scenarioFile = dir + "/" + family.name + "-" +
+                          options.backend + "-" + std::to_string(options.seed) +
+                          ".scn";
+    for (char &c : result.scenarioFile)
+      if (c == ':')
+        c = '_';
+    std::ofstream out(result.scenarioFile);
+    out << "# minimal failing scenario of property '" << family.name
+        << "' on backend '" << options.backend << "', seed " << options.seed
+        << " (case seed " << result.seed << ")\n";
+    std::string text = minimalFailure;
+    size_t pos = 0;
+    while (pos < text.size()) {
+      size_t nl = text.find('\n', pos);
+      out << "# " << text.substr(pos, nl - pos) << "\n";
+      pos = nl == std::string::npos ? text.size() : nl + 1;
+    }
+    out << result.minimalScenario;
+    result.replayCommand = "drt-replay " + result.scenarioFile +
+                           " --backend " + options.backend +
+                           (options.against.empty()
+                                ? ""
+                                : " --against " + options.against);
+    return finish();
+  }
+  for (const std::string &key : family.keyLabels)
+    if (!reached(result.labels, key)) {
+      result.status = PropertyResult::Status::Failed;
+      result.reason = "its " + std::to_string(result.cases) +
+                      " cases never reached the key state '" + key +
+                      "' (a vacuous pass is a failure)";
+      return finish();
+    }
+  return finish();
+}
+
+} // namespace drt::conformance

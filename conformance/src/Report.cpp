@@ -1,0 +1,257 @@
+//===- Report.cpp - Summaries of a conformance run ------------------------===//
+#include "drt/conformance/Report.h"
+
+#include <cstdio>
+#include <set>
+
+namespace drt::conformance {
+
+bool RunSummary::passed() const {
+  for (const PropertyResult &r : results)
+    if (r.status == PropertyResult::Status::Failed)
+      return false;
+  return true;
+}
+
+namespace {
+
+std::string pad(std::string s, size_t width) {
+  if (s.size() < width)
+    s.append(width - s.size(), ' ');
+  return s;
+}
+
+std::string coverageLine(const PropertyResult &r) {
+  return std::to_string(r.labels.size()) + " labels, " +
+         std::to_string(r.transitions.size()) + " transitions";
+}
+
+std::string xmlEscape(const std::string &s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+    case '<':
+      out += "&lt;";
+      break;
+    case '>':
+      out += "&gt;";
+      break;
+    case '&':
+      out += "&amp;";
+      break;
+    case '"':
+      out += "&quot;";
+      break;
+    default:
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string jsonEscape(const std::string &s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (uint8_t(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+std::string seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", s);
+  return buf;
+}
+
+std::map<std::string, int> allTransitions(const RunSummary &summary,
+                                          const std::string &backend) {
+  std::map<std::string, int> out;
+  for (const PropertyResult &r : summary.results)
+    if (r.backend == backend)
+      for (const auto &[t, n] : r.transitions)
+        out[t] += n;
+  return out;
+}
+
+std::set<std::string> backendsOf(const RunSummary &summary) {
+  std::set<std::string> out;
+  for (const PropertyResult &r : summary.results)
+    out.insert(r.backend);
+  return out;
+}
+
+} // namespace
+
+std::string summaryTable(const RunSummary &summary) {
+  std::string s = pad("property", 28) + pad("backend", 16) + pad("cases", 7) +
+                  pad("steps", 8) + pad("result", 9) + "coverage / reason\n";
+  s += std::string(100, '-') + "\n";
+  for (const PropertyResult &r : summary.results) {
+    s += pad(r.name, 28) + pad(r.backend, 16) +
+         pad(std::to_string(r.cases), 7) + pad(std::to_string(r.steps), 8) +
+         pad(r.statusText(), 9);
+    if (r.status == PropertyResult::Status::Passed)
+      s += coverageLine(r);
+    else if (r.status == PropertyResult::Status::Skipped)
+      s += "skipped: " + r.reason;
+    else if (!r.replayCommand.empty())
+      s += "minimal scenario of " + std::to_string(r.minimalLength) +
+           " steps: " + r.replayCommand;
+    else
+      s += r.reason;
+    s += "\n";
+  }
+  return s;
+}
+
+std::string markdownReport(const RunSummary &summary) {
+  std::string s = "# Conformance summary\n\n";
+  s += "Seed " + std::to_string(summary.seed) + ", " +
+       std::to_string(summary.cases) + " cases per property, at most " +
+       std::to_string(summary.maxSteps) + " steps per case, shard " +
+       std::to_string(summary.shardIndex + 1) + " of " +
+       std::to_string(summary.shardCount) +
+       (summary.against.empty() ? "" : ", differential against " +
+                                           summary.against) +
+       ". Result: " + (summary.passed() ? "**passed**" : "**FAILED**") +
+       ".\n\n";
+  s += "| property | backend | cases | steps | result | seconds | skips, "
+       "failures and coverage |\n|---|---|---|---|---|---|---|\n";
+  for (const PropertyResult &r : summary.results) {
+    std::string note =
+        r.status == PropertyResult::Status::Passed ? coverageLine(r)
+                                                   : r.reason;
+    for (char &c : note)
+      if (c == '\n' || c == '|')
+        c = ' ';
+    s += "| " + r.name + " | " + r.backend + " | " + std::to_string(r.cases) +
+         " | " + std::to_string(r.steps) + " | " + r.statusText() + " | " +
+         seconds(r.seconds) + " | " + note + " |\n";
+  }
+  for (const std::string &backend : backendsOf(summary)) {
+    s += "\n## Residency transitions on " + backend + "\n\n";
+    s += "| from -operation-> to | count |\n|---|---|\n";
+    for (const auto &[t, n] : allTransitions(summary, backend))
+      s += "| " + t + " | " + std::to_string(n) + " |\n";
+  }
+  for (const PropertyResult &r : summary.results) {
+    if (r.status != PropertyResult::Status::Failed)
+      continue;
+    s += "\n## Failure: " + r.name + " on " + r.backend + "\n\n```\n" +
+         r.reason + "```\n";
+    if (!r.minimalScenario.empty())
+      s += "\nMinimal scenario (" + std::to_string(r.minimalLength) +
+           " steps), replay with `" + r.replayCommand + "`:\n\n```\n" +
+           r.minimalScenario + "```\n";
+  }
+  s += "\n## Coverage labels\n\n";
+  for (const PropertyResult &r : summary.results) {
+    if (r.labels.empty())
+      continue;
+    s += "- **" + r.name + "** (" + r.backend + "): ";
+    bool first = true;
+    for (const auto &[label, n] : r.labels) {
+      s += (first ? "" : ", ") + label + " " + std::to_string(n);
+      first = false;
+    }
+    s += "\n";
+  }
+  return s;
+}
+
+std::string jsonReport(const RunSummary &summary) {
+  std::string s = "{\n  \"seed\": " + std::to_string(summary.seed) +
+                  ",\n  \"cases\": " + std::to_string(summary.cases) +
+                  ",\n  \"maxSteps\": " + std::to_string(summary.maxSteps) +
+                  ",\n  \"shard\": " + std::to_string(summary.shardIndex) +
+                  ",\n  \"shards\": " + std::to_string(summary.shardCount) +
+                  ",\n  \"against\": " + jsonEscape(summary.against) +
+                  ",\n  \"passed\": " + (summary.passed() ? "true" : "false") +
+                  ",\n  \"secondsPerBackend\": {";
+  bool first = true;
+  for (const auto &[b, t] : summary.secondsPerBackend) {
+    s += std::string(first ? "" : ",") + " " + jsonEscape(b) + ": " +
+         seconds(t);
+    first = false;
+  }
+  s += " },\n  \"properties\": [\n";
+  for (size_t i = 0; i < summary.results.size(); ++i) {
+    const PropertyResult &r = summary.results[i];
+    s += "    {\"name\": " + jsonEscape(r.name) +
+         ", \"backend\": " + jsonEscape(r.backend) +
+         ", \"result\": " + jsonEscape(r.statusText()) +
+         ", \"cases\": " + std::to_string(r.cases) +
+         ", \"steps\": " + std::to_string(r.steps) +
+         ", \"seconds\": " + seconds(r.seconds) +
+         ", \"seed\": " + std::to_string(r.seed) +
+         ", \"reason\": " + jsonEscape(r.reason) +
+         ", \"minimalScenario\": " + jsonEscape(r.minimalScenario) +
+         ", \"minimalLength\": " + std::to_string(r.minimalLength) +
+         ", \"replay\": " + jsonEscape(r.replayCommand) + ", \"coverage\": {";
+    bool firstLabel = true;
+    for (const auto &[label, n] : r.labels) {
+      s += std::string(firstLabel ? "" : ", ") + jsonEscape(label) + ": " +
+           std::to_string(n);
+      firstLabel = false;
+    }
+    s += "}, \"transitions\": {";
+    firstLabel = true;
+    for (const auto &[t, n] : r.transitions) {
+      s += std::string(firstLabel ? "" : ", ") + jsonEscape(t) + ": " +
+           std::to_string(n);
+      firstLabel = false;
+    }
+    s += "}}" + std::string(i + 1 < summary.results.size() ? "," : "") + "\n";
+  }
+  s += "  ]\n}\n";
+  return s;
+}
+
+std::string junitReport(const RunSummary &summary) {
+  std::string s = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n";
+  for (const std::string &backend : backendsOf(summary)) {
+    int tests = 0, failures = 0, skipped = 0;
+    double time = 0;
+    for (const PropertyResult &r : summary.results)
+      if (r.backend == backend) {
+        ++tests;
+        failures += r.status == PropertyResult::Status::Failed;
+        skipped += r.status == PropertyResult::Status::Skipped;
+        time += r.seconds;
+      }
+    s += "  <testsuite name=\"conformance." + xmlEscape(backend) +
+         "\" tests=\"" + std::to_string(tests) + "\" failures=\"" +
+         std::to_string(failures) + "\" skipped=\"" +
+         std::to_string(skipped) + "\" time=\"" + seconds(time) + "\">\n";
+    for (const PropertyResult &r : summary.results) {
+      if (r.backend != backend)
+        continue;
+      s += "    <testcase classname=\"conformance." + xmlEscape(backend) +
+           "\" name=\"" + xmlEscape(r.name) + "\" time=\"" +
+           seconds(r.seconds) + "\">";
+      if (r.status == PropertyResult::Status::Skipped)
+        s += "<skipped message=\"" + xmlEscape(r.reason) + "\"/>";
+      if (r.status == PropertyResult::Status::Failed)
+        s += "<failure message=\"" +
+             xmlEscape(r.replayCommand.empty() ? r.reason : r.replayCommand) +
+             "\">" + xmlEscape(r.reason + "\n" + r.minimalScenario) +
+             "</failure>";
+      s += "</testcase>\n";
+    }
+    s += "  </testsuite>\n";
+  }
+  return s + "</testsuites>\n";
+}
+
+} // namespace drt::conformance

@@ -1,0 +1,707 @@
+//===- Runner.cpp - Scenarios against backends ----------------------------===//
+#include "drt/conformance/Runner.h"
+
+#include "drt/BackendRegistry.h"
+#include "drt/HostManager.h"
+#include "drt/Violation.h"
+#include "drt/conformance/Model.h"
+#include "drt/conformance/ScenarioText.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <thread>
+
+namespace drt::conformance {
+
+std::string Divergence::toString() const {
+  std::string s = "step " + std::to_string(step) + ": " + command + "\n";
+  s += "  backend:  " + backend + "\n";
+  s += "  what:     " + what + "\n";
+  s += "  expected: " + expected + "\n";
+  s += "  observed: " + observed + "\n";
+  return s;
+}
+
+namespace {
+
+/// Counts the calls of one completion callback.
+struct CallbackProbe {
+  std::mutex mutex;
+  std::condition_variable called;
+  int calls = 0;
+  Error first;
+
+  void record(Error e) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (calls++ == 0)
+      first = std::move(e);
+    called.notify_all();
+  }
+  /// Waits until the first call or the timeout; returns the call count.
+  int wait(unsigned timeoutMs) {
+    std::unique_lock<std::mutex> lock(mutex);
+    called.wait_for(lock, std::chrono::milliseconds(timeoutMs),
+                    [&] { return calls > 0; });
+    return calls;
+  }
+  int count() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return calls;
+  }
+};
+
+/// What a step showed, of the model or of a backend, in comparable form.
+struct TensorObservation {
+  bool empty = true;
+  std::string state;
+  std::string device;
+  /// Readable host bytes; nullopt for unknown (model) or unreadable.
+  std::vector<std::optional<uint8_t>> contents;
+};
+
+struct DeviceObservation {
+  uint64_t used = 0;
+  size_t live = 0;
+  bool shutDown = false;
+};
+
+struct Observation {
+  Outcome outcome;
+  std::string message;
+  int callbacks = 0;
+  std::map<std::string, TensorObservation> tensors;
+  std::map<std::string, DeviceObservation> devices;
+  /// "a=b" for every pair of tensors sharing one record (a < b).
+  std::set<std::string> sharing;
+};
+
+struct Difference {
+  std::string what, expected, observed;
+};
+
+std::string hexBytes(const std::vector<std::optional<uint8_t>> &bytes,
+                     size_t from, size_t count) {
+  std::string s;
+  char buf[8];
+  for (size_t i = from; i < bytes.size() && i < from + count; ++i) {
+    if (bytes[i])
+      std::snprintf(buf, sizeof buf, "%02x", *bytes[i]);
+    else
+      std::snprintf(buf, sizeof buf, "??");
+    s += (i > from ? " " : "") + std::string(buf);
+  }
+  return s;
+}
+
+std::string describeTensor(const TensorObservation &t) {
+  if (t.empty)
+    return "empty";
+  return t.state + (t.device.empty() ? "" : " on " + t.device);
+}
+
+std::optional<Difference> compareObservations(const Observation &expected,
+                                              const Observation &observed) {
+  if (!(expected.outcome == observed.outcome))
+    return Difference{"outcome", expected.outcome.toString(),
+                      observed.outcome.toString() +
+                          (observed.message.empty()
+                               ? ""
+                               : " (" + observed.message + ")")};
+  if (expected.callbacks != observed.callbacks)
+    return Difference{"completion callbacks",
+                      std::to_string(expected.callbacks) + " call(s)",
+                      std::to_string(observed.callbacks) + " call(s)"};
+  for (const auto &[name, e] : expected.tensors) {
+    auto it = observed.tensors.find(name);
+    if (it == observed.tensors.end())
+      return Difference{"tensor '" + name + "'", "to exist", "missing"};
+    const TensorObservation &o = it->second;
+    if (e.empty != o.empty || e.state != o.state || e.device != o.device)
+      return Difference{"residency of tensor '" + name + "'",
+                        describeTensor(e), describeTensor(o)};
+    if (e.contents.empty() || o.contents.empty())
+      continue;
+    if (e.contents.size() != o.contents.size())
+      return Difference{"host size of tensor '" + name + "'",
+                        std::to_string(e.contents.size()) + " bytes",
+                        std::to_string(o.contents.size()) + " bytes"};
+    for (size_t i = 0; i < e.contents.size(); ++i) {
+      if (!e.contents[i] || !o.contents[i] || *e.contents[i] == *o.contents[i])
+        continue;
+      size_t from = i - i % 4;
+      return Difference{"host contents of tensor '" + name + "' at byte " +
+                            std::to_string(i),
+                        hexBytes(e.contents, from, 8),
+                        hexBytes(o.contents, from, 8)};
+    }
+  }
+  for (const auto &[name, o] : observed.tensors)
+    if (!expected.tensors.count(name))
+      return Difference{"tensor '" + name + "'", "not to exist", "exists"};
+  if (expected.sharing != observed.sharing) {
+    auto join = [](const std::set<std::string> &s) {
+      std::string out;
+      for (const std::string &p : s)
+        out += (out.empty() ? "" : ", ") + p;
+      return out.empty() ? std::string("none") : out;
+    };
+    return Difference{"tensors sharing a residency record",
+                      join(expected.sharing), join(observed.sharing)};
+  }
+  for (const auto &[name, e] : expected.devices) {
+    const DeviceObservation &o = observed.devices.at(name);
+    if (e.shutDown != o.shutDown)
+      return Difference{"device '" + name + "' shut down",
+                        e.shutDown ? "yes" : "no", o.shutDown ? "yes" : "no"};
+    if (e.used != o.used)
+      return Difference{"usedMemory() of device '" + name + "'",
+                        std::to_string(e.used) + " bytes",
+                        std::to_string(o.used) + " bytes"};
+    if (e.live != o.live)
+      return Difference{"liveAllocations() of device '" + name + "'",
+                        std::to_string(e.live), std::to_string(o.live)};
+  }
+  return std::nullopt;
+}
+
+Observation expectedObservation(const Model &model, const ModelStep &step) {
+  Observation obs;
+  obs.outcome = step.outcome;
+  obs.callbacks = step.callbacks;
+  std::map<int, std::vector<std::string>> byRecord;
+  for (const auto &[name, t] : model.tensors()) {
+    TensorObservation to;
+    to.empty = t.empty();
+    if (!t.empty()) {
+      const ModelRecord &r = model.records().at(t.record);
+      to.state = stateLabel(r.state);
+      to.device = r.device;
+      if (r.state == ResidencyState::Host ||
+          r.state == ResidencyState::Mirrored)
+        to.contents = model.contentsOf(name);
+      byRecord[t.record].push_back(name);
+    }
+    obs.tensors[name] = std::move(to);
+  }
+  for (const auto &[id, names] : byRecord)
+    for (size_t i = 0; i < names.size(); ++i)
+      for (size_t j = i + 1; j < names.size(); ++j)
+        obs.sharing.insert(names[i] + "=" + names[j]);
+  for (const auto &[name, d] : model.devices())
+    obs.devices[name] = {d.used, d.live, d.shutDown};
+  return obs;
+}
+
+Capabilities capabilitiesOf(const std::string &backend) {
+  const BackendInfo *info = BackendRegistry::instance().find(backend);
+  return info ? info->capabilities : Capabilities{};
+}
+
+void selfMoveAssign(Tensor &target, Tensor &source) {
+  target = std::move(source);
+}
+
+/// One backend's devices and objects while a scenario runs on it.
+class Session {
+public:
+  Session(std::string backend, const Scenario &scenario, unsigned timeoutMs)
+      : backend_(std::move(backend)), scenario_(scenario),
+        timeoutMs_(timeoutMs) {}
+
+  ~Session() {
+    contexts_.clear();
+    tensors_.clear();
+  }
+
+  const std::string &backend() const { return backend_; }
+
+  /// What the created devices declare (the registry's entry before setup).
+  Capabilities capabilities() {
+    if (scenario_.devices.empty())
+      return capabilitiesOf(backend_);
+    return device(scenario_.devices.front().name).capabilities();
+  }
+
+  std::string setup() {
+    for (const DeviceSpec &spec : scenario_.devices) {
+      DeviceConfig config;
+      config.name = spec.name;
+      config.memoryBudget = spec.budget;
+      config.copyDeviceTensorsToHost = spec.copyToHost;
+      config.parameters = spec.parameters;
+      auto device = BackendRegistry::instance().create(backend_, config);
+      if (!device)
+        return "cannot create device '" + spec.name + "' of backend '" +
+               backend_ + "': " + device.takeError().toString();
+      DeviceManager *raw = device->get();
+      deviceNames_[raw] = spec.name;
+      physicalBaseline_[spec.name] = raw->physicalMemoryInUse();
+      deviceIndex_[spec.name] = host_.addDevice(std::move(*device));
+    }
+    return "";
+  }
+
+  DeviceManager &device(const std::string &name) {
+    return host_.device(deviceIndex_.at(name));
+  }
+
+  /// Executes \p c; fills outcome, message and callbacks of \p obs.
+  void execute(const Command &c, Observation &obs) {
+    std::shared_ptr<CallbackProbe> probe;
+    auto callback = [&]() -> CompletionCallback {
+      probe = std::make_shared<CallbackProbe>();
+      probes_.push_back(probe);
+      return [p = probe](Error e) { p->record(std::move(e)); };
+    };
+    Error result;
+    try {
+      result = dispatch(c, callback, probe);
+    } catch (const ContractViolationError &v) {
+      obs.outcome = Outcome::violationOf(v.kind());
+      obs.message = v.what();
+    }
+    if (probe) {
+      // A violation is raised before the operation starts: no callback.
+      obs.callbacks = obs.outcome.kind == Outcome::Kind::Violation
+                          ? probe->count()
+                          : probe->wait(timeoutMs_);
+      if (obs.callbacks > 0 && obs.outcome.kind != Outcome::Kind::Violation) {
+        std::lock_guard<std::mutex> lock(probe->mutex);
+        result = probe->first;
+      }
+    }
+    if (obs.outcome.kind != Outcome::Kind::Violation && result) {
+      obs.outcome = Outcome::error(result.code());
+      obs.message = result.message();
+    }
+  }
+
+  /// Everything observable after a step.
+  void observe(const Model &model, Observation &obs) {
+    // Settle: no operation may stay in flight between steps.
+    for (int i = 0; i < 200 && inFlight() > 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::map<const void *, std::vector<std::string>> byStorage;
+    for (const auto &[name, t] : tensors_) {
+      TensorObservation to;
+      to.empty = t->isEmpty();
+      if (!t->isEmpty()) {
+        ResidencySnapshot s = t->residencySnapshot();
+        to.state = stateLabel(s.state);
+        if (s.manager) {
+          auto it = deviceNames_.find(s.manager);
+          to.device = it == deviceNames_.end() ? "an unknown device"
+                                               : it->second;
+        }
+        const ModelTensor *mt = model.tensor(name);
+        if ((s.state == ResidencyState::Host ||
+             s.state == ResidencyState::Mirrored) &&
+            mt && !mt->empty()) {
+          auto bytes = t->hostBytes();
+          for (std::byte b : bytes)
+            to.contents.push_back(uint8_t(b));
+        }
+      }
+      obs.tensors[name] = std::move(to);
+    }
+    std::vector<std::string> names;
+    for (const auto &[name, t] : tensors_)
+      if (!t->isEmpty())
+        names.push_back(name);
+    for (size_t i = 0; i < names.size(); ++i)
+      for (size_t j = i + 1; j < names.size(); ++j)
+        if (tensors_.at(names[i])->sharesResidencyWith(*tensors_.at(names[j])))
+          obs.sharing.insert(names[i] + "=" + names[j]);
+    for (const DeviceSpec &spec : scenario_.devices) {
+      DeviceManager &d = device(spec.name);
+      obs.devices[spec.name] = {d.usedMemory(), d.liveAllocations(),
+                                d.isShutDown()};
+    }
+  }
+
+  /// The checks only a backend has (no model counterpart): locations,
+  /// stats, background errors, late callbacks, operations in flight.
+  std::optional<Difference> backendChecks(const Model &model) {
+    for (size_t i = 0; i < probes_.size(); ++i)
+      if (int n = probes_[i]->count(); n > 1)
+        return Difference{"completion callback of an earlier step",
+                          "exactly 1 call", std::to_string(n) + " calls"};
+    for (const DeviceSpec &spec : scenario_.devices) {
+      DeviceManager &d = device(spec.name);
+      if (size_t n = d.operationsInFlight())
+        return Difference{"operationsInFlight() of device '" + spec.name +
+                              "' between steps",
+                          "0", std::to_string(n)};
+      std::vector<Error> errors = d.takeBackgroundErrors();
+      if (!errors.empty())
+        return Difference{"takeBackgroundErrors() of device '" + spec.name +
+                              "'",
+                          "none", errors.front().toString()};
+      if (uint64_t copies = d.stats().deviceCopies)
+        return Difference{"stats().deviceCopies of device '" + spec.name +
+                              "'",
+                          "0", std::to_string(copies)};
+      if (spec.budget && !d.isShutDown() && d.maximumMemory() != spec.budget)
+        return Difference{"maximumMemory() of device '" + spec.name + "'",
+                          std::to_string(spec.budget),
+                          std::to_string(d.maximumMemory())};
+    }
+    std::map<std::pair<std::string, uint64_t>, std::string> seen;
+    for (const auto &[name, t] : tensors_) {
+      const ModelRecord *r = model.recordOf(name);
+      if (!r || t->isEmpty())
+        continue;
+      ResidencySnapshot s = t->residencySnapshot();
+      if (s.state != ResidencyState::Device &&
+          s.state != ResidencyState::Mirrored)
+        continue;
+      if (s.location.isNull())
+        return Difference{"location of tensor '" + name + "'",
+                          "a live allocation", "the null location"};
+      if (!r->location.empty() &&
+          s.location != locations_.at(r->location))
+        return Difference{"location of tensor '" + name + "'",
+                          "the taken-over location '" + r->location + "' (" +
+                              locations_.at(r->location).toString() + ")",
+                          s.location.toString()};
+      auto key = std::make_pair(r->device, s.location.value);
+      auto [it, fresh] = seen.emplace(key, name);
+      if (!fresh && !t->sharesResidencyWith(*tensors_.at(it->second)))
+        return Difference{"location of tensor '" + name + "'",
+                          "distinct from every other record's",
+                          "the same as tensor '" + it->second + "' (" +
+                              s.location.toString() + ")"};
+    }
+    return std::nullopt;
+  }
+
+  /// Frees the remaining raw locations and destroys every tensor.
+  void teardown(const Model &model) {
+    for (const auto &[name, l] : model.locations())
+      if (l.state == ModelLocation::State::Live)
+        (void)device(l.device).releaseDeviceMemory(locations_.at(name));
+    contexts_.clear();
+    tensors_.clear();
+  }
+
+  /// Physical memory must be back at its baseline after teardown.
+  std::optional<Difference> physicalChecks() {
+    for (const DeviceSpec &spec : scenario_.devices) {
+      DeviceManager &d = device(spec.name);
+      if (d.isShutDown())
+        continue;
+      if (d.physicalMemoryInUse() != physicalBaseline_.at(spec.name))
+        return Difference{"physicalMemoryInUse() of device '" + spec.name +
+                              "' after teardown",
+                          std::to_string(physicalBaseline_.at(spec.name)) +
+                              " bytes (its baseline)",
+                          std::to_string(d.physicalMemoryInUse()) + " bytes"};
+    }
+    return std::nullopt;
+  }
+
+private:
+  size_t inFlight() {
+    size_t n = 0;
+    for (const DeviceSpec &spec : scenario_.devices)
+      n += device(spec.name).operationsInFlight();
+    return n;
+  }
+
+  Tensor &tensor(const std::string &name) { return *tensors_.at(name); }
+
+  void unbindEverywhere(const std::string &name) {
+    Tensor *t = tensors_.at(name).get();
+    for (auto &[net, ctx] : contexts_) {
+      std::vector<std::string> drop;
+      for (const auto &[ph, bound] : ctx->bindings().all())
+        if (bound == t)
+          drop.push_back(ph);
+      for (const std::string &ph : drop)
+        ctx->bindings().unbind(ph);
+    }
+  }
+
+  ExecutionContext &context(const std::string &network) {
+    auto &slot = contexts_[network];
+    if (!slot)
+      slot = std::make_unique<ExecutionContext>();
+    return *slot;
+  }
+
+  template <typename MakeCallback>
+  Error dispatch(const Command &c, MakeCallback &callback,
+                 std::shared_ptr<CallbackProbe> &) {
+    switch (c.kind) {
+    case CommandKind::Create: {
+      tensors_[c.target] = std::make_unique<Tensor>();
+      auto t = std::make_unique<Tensor>(c.elemKind, c.dims, c.target);
+      if (c.pattern) {
+        auto bytes = patternBytes(c.elemKind, c.pattern, 0,
+                                  t->type().numElements());
+        std::memcpy(t->mutableHostBytes().data(), bytes.data(), bytes.size());
+      }
+      tensors_[c.target] = std::move(t);
+      return Error::success();
+    }
+    case CommandKind::View: {
+      tensors_[c.target] = std::make_unique<Tensor>();
+      Tensor v = tensor(c.source).getUnowned(c.dims, c.offset);
+      v.setName(c.target);
+      *tensors_[c.target] = std::move(v);
+      return Error::success();
+    }
+    case CommandKind::Clone: {
+      tensors_[c.target] = std::make_unique<Tensor>();
+      Tensor copy = tensor(c.source).clone();
+      copy.setName(c.target);
+      *tensors_[c.target] = std::move(copy);
+      return Error::success();
+    }
+    case CommandKind::MoveConstruct:
+      tensors_[c.target] = std::make_unique<Tensor>(std::move(tensor(c.source)));
+      return Error::success();
+    case CommandKind::MoveAssign:
+      selfMoveAssign(tensor(c.target), tensor(c.source));
+      return Error::success();
+    case CommandKind::SelfMove:
+      selfMoveAssign(tensor(c.target), tensor(c.target));
+      return Error::success();
+    case CommandKind::Destroy:
+      unbindEverywhere(c.target);
+      tensors_.erase(c.target);
+      return Error::success();
+    case CommandKind::ToDevice: {
+      std::optional<DeviceLocation> location;
+      if (!c.location.empty())
+        location = locations_[c.location];
+      device(c.device).transferToDevice(tensor(c.target), location,
+                                        callback());
+      return Error::success();
+    }
+    case CommandKind::FromDevice:
+      device(c.device).transferFromDevice(tensor(c.target), c.release,
+                                          callback());
+      return Error::success();
+    case CommandKind::Release:
+      return device(c.device).releaseDeviceTensor(tensor(c.target));
+    case CommandKind::DoubleRelease:
+      if (Error e = device(c.device).releaseDeviceTensor(tensor(c.target)))
+        return e;
+      return device(c.device).releaseDeviceTensor(tensor(c.target));
+    case CommandKind::Read:
+      (void)tensor(c.target).hostBytes();
+      return Error::success();
+    case CommandKind::Write: {
+      Tensor &t = tensor(c.target);
+      auto target = t.mutableHostBytes();
+      auto bytes =
+          patternBytes(t.elemKind(), c.pattern, 0, t.type().numElements());
+      std::memcpy(target.data(), bytes.data(), bytes.size());
+      return Error::success();
+    }
+    case CommandKind::Refill: {
+      Tensor &t = tensor(c.target);
+      auto bytes = patternBytes(t.elemKind(), c.pattern, 0,
+                                t.isEmpty() ? 0 : t.type().numElements());
+      return t.refillFromHost(std::as_bytes(std::span(bytes)));
+    }
+    case CommandKind::AddNetwork:
+      networkDevice_[c.target] = c.device;
+      return host_.addNetwork(networkFunction(c),
+                              int(deviceIndex_.at(c.device)));
+    case CommandKind::Run: {
+      ExecutionContext &ctx = context(c.target);
+      std::vector<std::string> bound;
+      for (const auto &[ph, t] : ctx.bindings().all())
+        bound.push_back(ph);
+      for (const std::string &ph : bound)
+        ctx.bindings().unbind(ph);
+      for (const auto &[ph, t] : c.bindings)
+        ctx.bindings().bind(ph, tensor(t));
+      device(networkDevice_.at(c.target))
+          .runFunction(c.target, ctx, callback());
+      return Error::success();
+    }
+    case CommandKind::EvictNetwork:
+      return host_.evictNetwork(c.target);
+    case CommandKind::EnsureOutputs:
+      return host_.ensureOutputsAvailable(context(c.target));
+    case CommandKind::Shutdown:
+      device(c.device).shutdown();
+      return Error::success();
+    case CommandKind::InjectFault:
+      return device(c.device).injectFault(c.fault);
+    case CommandKind::Alloc: {
+      locations_[c.target] = DeviceLocation{};
+      auto loc = device(c.device).allocateDeviceMemory(c.bytes);
+      if (!loc)
+        return loc.takeError();
+      locations_[c.target] = *loc;
+      return Error::success();
+    }
+    case CommandKind::Free:
+      return device(c.device).releaseDeviceMemory(locations_[c.target]);
+    }
+    return Error::success();
+  }
+
+  // host_ is declared first so that it (and its devices) outlives tensors.
+  HostManager host_;
+  std::string backend_;
+  const Scenario &scenario_;
+  unsigned timeoutMs_;
+  std::map<std::string, size_t> deviceIndex_;
+  std::map<const DeviceManager *, std::string> deviceNames_;
+  std::map<std::string, uint64_t> physicalBaseline_;
+  std::map<std::string, std::unique_ptr<Tensor>> tensors_;
+  std::map<std::string, DeviceLocation> locations_;
+  std::map<std::string, std::unique_ptr<ExecutionContext>> contexts_;
+  std::map<std::string, std::string> networkDevice_;
+  std::vector<std::shared_ptr<CallbackProbe>> probes_;
+};
+
+std::string traceLine(size_t step, const std::string &command,
+                      const Observation &obs) {
+  std::string s = "step " + std::to_string(step) + ": " + command + "  => " +
+                  obs.outcome.toString();
+  if (!obs.message.empty())
+    s += " (" + obs.message + ")";
+  if (obs.callbacks)
+    s += " [" + std::to_string(obs.callbacks) + " callback]";
+  for (const auto &[name, t] : obs.tensors)
+    s += "\n    tensor " + name + ": " + describeTensor(t);
+  for (const auto &[name, d] : obs.devices)
+    s += "\n    device " + name + ": used " + std::to_string(d.used) +
+         " bytes, " + std::to_string(d.live) + " allocation(s)" +
+         (d.shutDown ? ", shut down" : "");
+  return s;
+}
+
+} // namespace
+
+Scenario annotateExpectations(const Scenario &scenario,
+                              const std::string &backend) {
+  Scenario out = scenario;
+  Model model(scenario.devices, capabilitiesOf(backend));
+  for (Command &c : out.commands)
+    c.expect = model.apply(c).outcome;
+  return out;
+}
+
+RunResult runScenario(const Scenario &scenario, const RunOptions &options) {
+  RunResult result;
+  ScopedThrowingViolationHandler violations;
+  if (std::string problem = validateScenario(scenario); !problem.empty()) {
+    result.setupError = "malformed scenario: " + problem;
+    return result;
+  }
+  std::vector<std::unique_ptr<Session>> sessions;
+  sessions.push_back(std::make_unique<Session>(options.backend, scenario,
+                                               options.callbackTimeoutMs));
+  if (!options.against.empty())
+    sessions.push_back(std::make_unique<Session>(options.against, scenario,
+                                                 options.callbackTimeoutMs));
+  for (auto &s : sessions)
+    if (std::string e = s->setup(); !e.empty()) {
+      result.setupError = e;
+      return result;
+    }
+  Model model(scenario.devices, sessions.front()->capabilities());
+  auto diverge = [&](size_t step, const std::string &command,
+                     const std::string &backend, const Difference &d) {
+    result.divergence =
+        Divergence{step, command, backend, d.what, d.expected, d.observed};
+  };
+
+  for (size_t i = 0; i < scenario.commands.size(); ++i) {
+    const Command &c = scenario.commands[i];
+    std::string text = printCommand(c);
+    size_t step = i + 1;
+    result.steps = step;
+    std::map<int, ResidencyState> before;
+    for (const auto &[id, r] : model.records())
+      before[id] = r.state;
+    ModelStep predicted = model.apply(c);
+    for (const std::string &label : predicted.labels)
+      ++result.labels[label];
+    for (const auto &[id, state] : before) {
+      auto it = model.records().find(id);
+      std::string op(commandKindName(c.kind));
+      if (it == model.records().end()) {
+        if (state == ResidencyState::Device ||
+            state == ResidencyState::Mirrored)
+          ++result.transitions[stateLabel(state) + " -" + op + "-> freed"];
+      } else if (it->second.state != state) {
+        ++result.transitions[stateLabel(state) + " -" + op + "-> " +
+                             stateLabel(it->second.state)];
+      }
+    }
+    if (!(c.expect == predicted.outcome)) {
+      diverge(step, text, "scenario",
+              {"the step's written expectation against the reference model",
+               "the model's " + predicted.outcome.toString(),
+               "the scenario's " + c.expect.toString()});
+      return result;
+    }
+    Observation expected = expectedObservation(model, predicted);
+    std::vector<Observation> observed(sessions.size());
+    for (size_t k = 0; k < sessions.size(); ++k) {
+      sessions[k]->execute(c, observed[k]);
+      sessions[k]->observe(model, observed[k]);
+      if (options.trace)
+        options.trace((sessions.size() > 1 ? "[" + sessions[k]->backend() +
+                                                 "] "
+                                           : std::string()) +
+                      traceLine(step, text, observed[k]));
+      if (auto d = compareObservations(expected, observed[k])) {
+        diverge(step, text, sessions[k]->backend(), *d);
+        return result;
+      }
+      if (auto d = sessions[k]->backendChecks(model)) {
+        diverge(step, text, sessions[k]->backend(), *d);
+        return result;
+      }
+    }
+    if (sessions.size() > 1)
+      if (auto d = compareObservations(observed[1], observed[0])) {
+        diverge(step, text,
+                sessions[0]->backend() + " against " + sessions[1]->backend(),
+                *d);
+        return result;
+      }
+  }
+
+  // Teardown: every tensor goes, memory returns to the baseline.
+  size_t step = scenario.commands.size() + 1;
+  for (auto &s : sessions)
+    s->teardown(model);
+  model.teardown();
+  ModelStep none;
+  Observation expected = expectedObservation(model, none);
+  for (auto &s : sessions) {
+    Observation observed;
+    s->observe(model, observed);
+    if (auto d = compareObservations(expected, observed)) {
+      diverge(step, "teardown (destroy every tensor, free every location)",
+              s->backend(), *d);
+      return result;
+    }
+    if (auto d = s->backendChecks(model)) {
+      diverge(step, "teardown", s->backend(), *d);
+      return result;
+    }
+    if (auto d = s->physicalChecks()) {
+      diverge(step, "teardown", s->backend(), *d);
+      return result;
+    }
+  }
+  return result;
+}
+
+} // namespace drt::conformance
