@@ -1,25 +1,37 @@
 # drt_add_framework_mutant(NAME PATCH)
-# Builds libdrt_framework.so from the framework sources with PATCH applied,
-# into ${CMAKE_BINARY_DIR}/mutants/NAME/lib, under the same soname as the real
-# one: a program run with LD_LIBRARY_PATH pointing there uses the mutant.
+# Builds libdrt_framework.so with PATCH applied to the framework sources, into
+# ${CMAKE_BINARY_DIR}/mutants/NAME/lib under the same soname as the real one:
+# a program run with LD_LIBRARY_PATH pointing there uses the mutant. Only the
+# files the patch changes are recompiled; the rest are the real objects.
 # Sets DRT_MUTANT_LIBDIR_<NAME> in the caller's scope.
 function(drt_add_framework_mutant name patch)
   set(dir ${CMAKE_BINARY_DIR}/mutants/${name})
   set(framework_dir ${PROJECT_SOURCE_DIR}/framework)
-  set(originals ${DRT_FRAMEWORK_SOURCES})
-  list(TRANSFORM originals PREPEND ${framework_dir}/)
-  file(GLOB private_headers ${framework_dir}/src/*.h)
-  set(patched ${DRT_FRAMEWORK_SOURCES})
-  list(TRANSFORM patched PREPEND ${dir}/)
+  file(STRINGS ${patch} touched REGEX "^\\+\\+\\+ ")
+  list(TRANSFORM touched REPLACE "^\\+\\+\\+ b/([^\t ]+).*$" "\\1")
+  if(NOT touched)
+    message(FATAL_ERROR "mutant ${name}: ${patch} changes no file")
+  endif()
+  set(patched_sources)
+  set(objects)
+  foreach(source ${DRT_FRAMEWORK_SOURCES})
+    get_filename_component(unit ${source} NAME_WE)
+    if(source IN_LIST touched)
+      list(APPEND patched_sources ${dir}/${source})
+    else()
+      list(APPEND objects $<TARGET_OBJECTS:drt_framework_obj_${unit}>)
+    endif()
+  endforeach()
+  file(GLOB framework_files ${framework_dir}/src/*)
   add_custom_command(
-    OUTPUT ${dir}/applied.stamp ${patched}
+    OUTPUT ${dir}/applied.stamp ${patched_sources}
     COMMAND ${CMAKE_COMMAND} -DSRC=${framework_dir} -DDST=${dir}
             -DPATCH=${patch} -P ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/ApplyMutant.cmake
-    DEPENDS ${patch} ${originals} ${private_headers}
+    DEPENDS ${patch} ${framework_files}
             ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/ApplyMutant.cmake
     COMMENT "Applying mutant ${name}")
   set(target drt_framework_mutant_${name})
-  add_library(${target} SHARED ${patched})
+  add_library(${target} SHARED ${patched_sources} ${objects})
   target_include_directories(${target} PRIVATE ${framework_dir}/include
                                                ${dir}/src)
   target_link_libraries(${target} PRIVATE Threads::Threads)

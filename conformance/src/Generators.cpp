@@ -87,7 +87,9 @@ bool resident(const ModelRecord &r) {
 
 /// The state a generation step looks at, gathered once per step.
 struct Choices {
-  std::vector<std::string> tensors, owners, views, devices, liveDevices;
+  /// "resident" also holds tensors whose record is Lost.
+  std::vector<std::string> tensors, owners, views, resident, devices,
+      liveDevices;
   std::vector<std::string> networks, placed, locations;
   std::string freshTensor, freshLocation, freshNetwork;
 };
@@ -100,6 +102,9 @@ Choices gather(const Model &m) {
       ch.owners.push_back(name);
     if (!t.empty() && t.isView)
       ch.views.push_back(name);
+    if (!t.empty() && (resident(m.records().at(t.record)) ||
+                       m.records().at(t.record).state == ResidencyState::Lost))
+      ch.resident.push_back(name);
   }
   for (const auto &[name, d] : m.devices()) {
     ch.devices.push_back(name);
@@ -134,9 +139,13 @@ template <typename T> T pick(const std::vector<T> &v) {
   return *rc::gen::elementOf(v);
 }
 
-/// A tensor, mostly an owner (owners move residency; views observe it).
+/// A tensor: often one whose record is resident (deep states are where
+/// bugs live), mostly an owner (owners move residency; views observe it).
 std::string pickTensor(const Choices &ch) {
-  if (!ch.owners.empty() && *rc::gen::inRange(0, 10) < 7)
+  int draw = *rc::gen::inRange(0, 10);
+  if (!ch.resident.empty() && draw < 4)
+    return pick(ch.resident);
+  if (!ch.owners.empty() && draw < 8)
     return pick(ch.owners);
   return pick(ch.tensors);
 }
@@ -262,11 +271,11 @@ rc::Gen<Command> genCommandOfKind(CommandKind kind, const Model &m,
     case CommandKind::SelfMove:
     case CommandKind::Destroy:
     case CommandKind::Read:
-      c.target = pick(ch.tensors);
+      c.target = pickTensor(ch);
       break;
     case CommandKind::Write:
     case CommandKind::Refill:
-      c.target = pick(ch.tensors);
+      c.target = pickTensor(ch);
       c.pattern = *rc::gen::inRange<uint64_t>(1, 10);
       break;
     case CommandKind::ToDevice: {
@@ -313,10 +322,14 @@ rc::Gen<Command> genCommandOfKind(CommandKind kind, const Model &m,
     case CommandKind::EnsureOutputs:
       c.target = pick(ch.networks);
       break;
-    case CommandKind::Shutdown:
-      c.device = ch.liveDevices.empty() ? pick(ch.devices)
-                                        : pick(ch.liveDevices);
+    case CommandKind::Shutdown: {
+      std::vector<std::string> holding;
+      for (const auto &[id, r] : m.records())
+        if (resident(r))
+          holding.push_back(r.device);
+      c.device = pick(holding);
       break;
+    }
     case CommandKind::InjectFault:
       c.device = ch.liveDevices.empty() ? pick(ch.devices)
                                         : pick(ch.liveDevices);
@@ -379,8 +392,14 @@ rc::Gen<Scenario> genScenario(const GeneratorProfile &profile,
       case CommandKind::Free:
         possible = !ch.locations.empty();
         break;
+      case CommandKind::Shutdown: {
+        // Shutting down an empty device teaches little: wait for residents.
+        possible = false;
+        for (const auto &[id, r] : m.records())
+          possible = possible || resident(r);
+        break;
+      }
       case CommandKind::Alloc:
-      case CommandKind::Shutdown:
       case CommandKind::InjectFault:
         break;
       default:

@@ -105,7 +105,7 @@ bool writeFile(const std::string &path, const std::string &text) {
 
 int main(int argc, char **argv) {
   std::string backend = "all", against, filter, junit, report, failuresDir;
-  long seed = 1, cases = 25, maxSteps = 30;
+  long seed = 1, cases = 25, maxSteps = 40;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto value = [&]() -> const char * {
@@ -229,7 +229,8 @@ int main(int argc, char **argv) {
         std::cout << r.reason << (r.reason.back() == '\n' ? "" : "\n");
         if (!r.minimalScenario.empty())
           std::cout << "  minimal scenario (" << r.minimalLength
-                    << " steps), seed " << seed << ":\n"
+                    << " steps after " << r.shrinksAccepted << " of "
+                    << r.shrinksTried << " shrinks), seed " << seed << ":\n"
                     << r.minimalScenario << "  replay: " << r.replayCommand
                     << "\n";
         std::cout << std::flush;

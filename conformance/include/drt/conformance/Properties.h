@@ -49,7 +49,7 @@ struct PropertyOptions {
   std::string against;
   uint64_t seed = 1;
   int cases = 30;
-  int maxSteps = 30;
+  int maxSteps = 40;
   /// gtest-style sharding of the cases: this shard's index and the count.
   int shardIndex = 0;
   int shardCount = 1;
@@ -78,6 +78,9 @@ struct PropertyResult {
   size_t minimalLength = 0;
   std::string scenarioFile;
   std::string replayCommand;
+  /// Shrink attempts rapidcheck made and how many of them still failed.
+  int shrinksTried = 0;
+  int shrinksAccepted = 0;
 
   /// "passed", "FAILED", "skipped".
   std::string statusText() const;

@@ -1,0 +1,90 @@
+//===- PropertiesTest.cpp - Every family on the reference device ----------===//
+#include "drt/BackendRegistry.h"
+#include "drt/conformance/Properties.h"
+
+#include <gtest/gtest.h>
+
+using namespace drt;
+using namespace drt::conformance;
+
+namespace {
+
+class FamilyOnFake : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(FamilyOnFake, Passes) {
+  for (const PropertyFamily &f : propertyFamilies()) {
+    if (f.name != GetParam())
+      continue;
+    PropertyOptions options;
+    options.backend = "fake";
+    options.cases = 25;
+    PropertyResult r = runProperty(f, options);
+    EXPECT_EQ(r.status, PropertyResult::Status::Passed)
+        << r.reason << r.minimalScenario;
+    EXPECT_EQ(r.cases, 25);
+    EXPECT_GT(r.steps, 100u);
+    return;
+  }
+  FAIL() << "no family " << GetParam();
+}
+
+std::vector<std::string> familyNames() {
+  std::vector<std::string> names;
+  for (const PropertyFamily &f : propertyFamilies())
+    names.push_back(f.name);
+  return names;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Families, FamilyOnFake, ::testing::ValuesIn(familyNames()),
+    [](const ::testing::TestParamInfo<std::string> &info) {
+      std::string name = info.param;
+      for (char &c : name)
+        if (c == '-')
+          c = '_';
+      return name;
+    });
+
+TEST(Properties, AKeyStateNeverReachedFailsInsteadOfPassingVacuously) {
+  PropertyFamily f = propertyFamilies().front();
+  f.name = "unreachable";
+  f.keyLabels = {"a-state-no-command-reaches"};
+  PropertyOptions options;
+  options.cases = 5;
+  PropertyResult r = runProperty(f, options);
+  EXPECT_EQ(r.status, PropertyResult::Status::Failed);
+  EXPECT_NE(r.reason.find("never reached the key state "
+                          "'a-state-no-command-reaches'"),
+            std::string::npos)
+      << r.reason;
+}
+
+TEST(Properties, SkipsCarryTheirReason) {
+  PropertyFamily f = propertyFamilies().front();
+  f.skipReason = [](const Capabilities &) {
+    return std::string("the backend declares no resident tensors");
+  };
+  PropertyResult r = runProperty(f, PropertyOptions{});
+  EXPECT_EQ(r.status, PropertyResult::Status::Skipped);
+  EXPECT_EQ(r.reason, "the backend declares no resident tensors");
+}
+
+TEST(Properties, ShardsSplitTheCasesDisjointly) {
+  const PropertyFamily &f = propertyFamilies().front();
+  int total = 0;
+  std::set<uint64_t> seeds;
+  for (int shard = 0; shard < 3; ++shard) {
+    PropertyOptions options;
+    options.cases = 10;
+    options.maxSteps = 10;
+    options.shardIndex = shard;
+    options.shardCount = 3;
+    PropertyResult r = runProperty(f, options);
+    total += r.cases;
+    seeds.insert(r.seed);
+  }
+  EXPECT_EQ(total, 10);
+  EXPECT_EQ(seeds.size(), 3u);
+}
+
+} // namespace

@@ -1,0 +1,122 @@
+//===- ScenarioTextTest.cpp - The scenario text form ----------------------===//
+#include "drt/conformance/Generators.h"
+#include "drt/conformance/ScenarioText.h"
+
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+using namespace drt;
+using namespace drt::conformance;
+
+namespace {
+
+const char *EveryCommand = R"(device d0 budget=4096 copy-to-host
+device d1 async=1 seed=7
+create a f32 [2x4] fill=3
+create s i32 []
+view v a [4] at=2
+clone c v
+alloc L0 d0 64
+move-construct b a
+move-assign c b
+self-move c
+to-device c d0
+to-device c d0 at=L0 -> error InvalidArgument
+from-device c d0 keep
+from-device c d0 release
+release c d0
+double-release c d0
+read v -> violation use-of-moved-from
+write c 4
+refill c 5
+add-network n d1 f32 [4] o=add(x,y) p=relu(o) q=scale(p,-1.5) r=copy(q) m=mul(r,r)
+run n x=c y=c o=c
+evict-network n
+ensure-outputs n -> error InvalidArgument
+shutdown d1
+inject-fault d0 from-device nth=2 DeviceLost
+free L0 d0
+destroy c
+)";
+
+Scenario parseOk(const std::string &text) {
+  ParseResult r = parseScenario(text);
+  if (auto *e = std::get_if<ParseError>(&r))
+    ADD_FAILURE() << "unexpected parse error " << e->toString();
+  return std::get<Scenario>(r);
+}
+
+std::string parseError(const std::string &text) {
+  ParseResult r = parseScenario(text);
+  if (auto *e = std::get_if<ParseError>(&r))
+    return e->toString();
+  return "parsed";
+}
+
+TEST(ScenarioText, EveryCommandRoundTrips) {
+  Scenario s = parseOk(EveryCommand);
+  EXPECT_EQ(s.devices.size(), 2u);
+  EXPECT_EQ(s.commands.size(), 25u);
+  EXPECT_EQ(printScenario(s), EveryCommand);
+}
+
+TEST(ScenarioText, CommentsAndBlankLinesAreSkipped) {
+  Scenario s = parseOk("# a comment\n\ndevice d0\n  create a u8 [3]\n");
+  ASSERT_EQ(s.commands.size(), 1u);
+  EXPECT_EQ(s.commands[0].elemKind, ElemKind::UInt8);
+  EXPECT_EQ(s.commands[0].dims, std::vector<size_t>{3});
+}
+
+TEST(ScenarioText, ErrorsNameLineColumnAndWhatWasExpected) {
+  EXPECT_EQ(parseError("device d0\ncreate a f33 [4]\n"),
+            "2:10: expected an element kind (f32, i32, i64, u8), found 'f33'");
+  EXPECT_EQ(parseError("device d0\ncreate a f32 [4xq]\n"),
+            "2:17: expected a dimension (a number), found 'q'");
+  EXPECT_EQ(parseError("device d0\ncreate a f32 [4]\nfrom-device a d0 maybe\n"),
+            "3:18: expected release or keep, found 'maybe'");
+  EXPECT_EQ(parseError("device d0\ncreate a f32 [4]\nread a -> error Oops\n"),
+            "3:17: expected an error code (OutOfMemory, InvalidArgument, "
+            "NotSupported, DeviceError, DeviceLost), found 'Oops'");
+  EXPECT_EQ(parseError("device d0\nteleport a\n"),
+            parseError("device d0\nteleport a\n"));
+  EXPECT_NE(parseError("device d0\nteleport a\n").find("2:1: expected a command"),
+            std::string::npos);
+  EXPECT_EQ(parseError("device d0\nrelease a\n"),
+            "2:10: expected a device name, found end of line");
+  EXPECT_EQ(parseError("device d0\ncreate a f32 [4]\nread b\n"),
+            "3:1: expected a well-formed scenario: step 2 (read): unknown "
+            "tensor 'b'");
+  EXPECT_EQ(parseError("device d0\nadd-network n d0 f32 [4] o=pow(x)\n"),
+            "2:28: expected an op (add, mul, relu, scale, copy), found 'pow'");
+}
+
+TEST(ScenarioText, ValidationRejectsLocationsOfAnotherDevice) {
+  EXPECT_EQ(parseError("device d0\ndevice d1\nalloc L d0 16\nfree L d1\n"),
+            "4:1: expected a well-formed scenario: step 2 (free): location "
+            "'L' belongs to device 'd0'");
+}
+
+GeneratorProfile everythingProfile() {
+  GeneratorProfile p;
+  DeviceSpec d0, d1;
+  d0.name = "d0";
+  d0.budget = 256;
+  d1.name = "d1";
+  p.devices = {d0, d1};
+  for (int k = 0; k <= int(CommandKind::Free); ++k)
+    p.weights[CommandKind(k)] = 2;
+  return p;
+}
+
+RC_GTEST_PROP(ScenarioText, PrintParsePrintIsIdentity, ()) {
+  Capabilities caps;
+  caps.faultInjection = true;
+  Scenario s = *rc::gen::resize(30, genScenario(everythingProfile(), caps));
+  std::string text = printScenario(s);
+  ParseResult r = parseScenario(text);
+  RC_ASSERT(std::holds_alternative<Scenario>(r));
+  RC_ASSERT(printScenario(std::get<Scenario>(r)) == text);
+  RC_ASSERT(std::get<Scenario>(r) == s);
+}
+
+} // namespace
