@@ -66,10 +66,11 @@ protected:
   Expected<DeviceLocation> allocate(uint64_t bytes) override {
     if (Error e = strike(FaultSite::Allocation))
       return e;
-    if (bug_ != Bug::IgnoresBudget && bytes > budget_ - std::min(budget_, used_))
+    if (bug_ != Bug::IgnoresBudget &&
+        bytes > budget_ - std::min(budget_, used_))
       return makeError(ErrorCode::OutOfMemory,
-                       "mutant device '" + name() + "': " +
-                           std::to_string(bytes) + " bytes with " +
+                       "mutant device '" + name() +
+                           "': " + std::to_string(bytes) + " bytes with " +
                            std::to_string(used_) + " of " +
                            std::to_string(budget_) + " in use");
     used_ += bytes;
@@ -81,9 +82,9 @@ protected:
   Error free(DeviceLocation location) override {
     auto entry = table_.erase(location);
     if (!entry)
-      return makeError(ErrorCode::InvalidArgument,
-                       "mutant device '" + name() + "': stale location " +
-                           location.toString());
+      return makeError(ErrorCode::InvalidArgument, "mutant device '" + name() +
+                                                       "': stale location " +
+                                                       location.toString());
     if (bug_ != Bug::AccountingDoesNotSubtract)
       used_ -= entry->size();
     physical_ -= entry->size();
@@ -94,9 +95,9 @@ protected:
   Expected<uint64_t> allocationSize(DeviceLocation location) const override {
     const auto *entry = table_.lookup(location);
     if (!entry)
-      return makeError(ErrorCode::InvalidArgument,
-                       "mutant device '" + name() + "': stale location " +
-                           location.toString());
+      return makeError(ErrorCode::InvalidArgument, "mutant device '" + name() +
+                                                       "': stale location " +
+                                                       location.toString());
     return uint64_t(entry->size());
   }
 
@@ -130,9 +131,7 @@ protected:
     done(Error::success());
   }
 
-  Error compileFunction(const Function &) override {
-    return Error::success();
-  }
+  Error compileFunction(const Function &) override { return Error::success(); }
   void evictFunction(const std::string &) override {}
 
   void execute(const Function &function, std::vector<RunArgument> arguments,
@@ -146,7 +145,8 @@ protected:
              arguments[i].offsetBytes;
     };
     for (const Node &node : function.nodes()) {
-      const Type &type = placeholders[function.placeholderIndex(node.output)].type;
+      const Type &type =
+          placeholders[function.placeholderIndex(node.output)].type;
       size_t n = type.numElements();
       std::byte *out = data(node.output);
       std::byte *a = data(node.inputs[0]);
@@ -157,11 +157,21 @@ protected:
           std::memcpy(&x, a + 4 * i, 4);
           std::memcpy(&y, b + 4 * i, 4);
           switch (node.op) {
-          case OpKind::Add: r = x + y; break;
-          case OpKind::Mul: r = x * y; break;
-          case OpKind::Relu: r = x > 0 ? x : 0.0f; break;
-          case OpKind::Scale: r = float(double(x) * node.factor); break;
-          case OpKind::Copy: r = x; break;
+          case OpKind::Add:
+            r = x + y;
+            break;
+          case OpKind::Mul:
+            r = x * y;
+            break;
+          case OpKind::Relu:
+            r = x > 0 ? x : 0.0f;
+            break;
+          case OpKind::Scale:
+            r = float(double(x) * node.factor);
+            break;
+          case OpKind::Copy:
+            r = x;
+            break;
           }
           std::memcpy(out + 4 * i, &r, 4);
         } else {
@@ -169,11 +179,21 @@ protected:
           std::memcpy(&x, a + 4 * i, 4);
           std::memcpy(&y, b + 4 * i, 4);
           switch (node.op) {
-          case OpKind::Add: r = x + y; break;
-          case OpKind::Mul: r = x * y; break;
-          case OpKind::Relu: r = int32_t(x) > 0 ? x : 0; break;
-          case OpKind::Scale: r = x * uint32_t(int64_t(node.factor)); break;
-          case OpKind::Copy: r = x; break;
+          case OpKind::Add:
+            r = x + y;
+            break;
+          case OpKind::Mul:
+            r = x * y;
+            break;
+          case OpKind::Relu:
+            r = int32_t(x) > 0 ? x : 0;
+            break;
+          case OpKind::Scale:
+            r = x * uint32_t(int64_t(node.factor));
+            break;
+          case OpKind::Copy:
+            r = x;
+            break;
           }
           std::memcpy(out + 4 * i, &r, 4);
         }

@@ -167,8 +167,10 @@ std::vector<NetworkNode> pickNodes() {
     return {{OpKind::Mul, {"x", "y"}, "o", 1.0},
             {OpKind::Relu, {"o"}, "p", 1.0}};
   case 2:
-    return {{OpKind::Scale, {"x"}, "o", *rc::gen::elementOf(std::vector<double>{
-                                            0.5, 2.0, -1.5, 3.0})}};
+    return {{OpKind::Scale,
+             {"x"},
+             "o",
+             *rc::gen::elementOf(std::vector<double>{0.5, 2.0, -1.5, 3.0})}};
   case 3:
     return {{OpKind::Copy, {"x"}, "o", 1.0}};
   default:
@@ -193,8 +195,7 @@ pickBindings(const Model &m, const Command &add) {
         continue;
       const ModelRecord &r = m.records().at(t.record);
       bool whole = t.offsetBytes == 0 && t.bytes() == r.bytes;
-      bool taken =
-          std::find(used.begin(), used.end(), t.record) != used.end();
+      bool taken = std::find(used.begin(), used.end(), t.record) != used.end();
       if (isOutput && (!whole || taken))
         continue;
       if (!isOutput && taken && *rc::gen::inRange(0, 4) != 0)
@@ -224,8 +225,8 @@ pickBindings(const Model &m, const Command &add) {
 rc::Gen<GenCommandPtr> wrap(rc::Gen<Command> gen) {
   return rc::gen::map(rc::gen::resize(rc::kNominalSize, std::move(gen)),
                       [](Command c) -> GenCommandPtr {
-    return std::make_shared<GeneratedCommand>(std::move(c));
-  });
+                        return std::make_shared<GeneratedCommand>(std::move(c));
+                      });
 }
 
 rc::Gen<Command> genCommandOfKind(CommandKind kind, const Model &m,
@@ -331,11 +332,11 @@ rc::Gen<Command> genCommandOfKind(CommandKind kind, const Model &m,
       break;
     }
     case CommandKind::InjectFault:
-      c.device = ch.liveDevices.empty() ? pick(ch.devices)
-                                        : pick(ch.liveDevices);
-      c.fault.site = *rc::gen::element(
-          FaultSite::Allocation, FaultSite::TransferToDevice,
-          FaultSite::TransferFromDevice, FaultSite::Run);
+      c.device =
+          ch.liveDevices.empty() ? pick(ch.devices) : pick(ch.liveDevices);
+      c.fault.site =
+          *rc::gen::element(FaultSite::Allocation, FaultSite::TransferToDevice,
+                            FaultSite::TransferFromDevice, FaultSite::Run);
       c.fault.nth = *rc::gen::inRange(1u, 3u);
       c.fault.code = pick(profile.faultCodes);
       break;
@@ -378,8 +379,8 @@ rc::Gen<Scenario> genScenario(const GeneratorProfile &profile,
       case CommandKind::View:
       case CommandKind::Clone:
       case CommandKind::MoveConstruct:
-        possible = !ch.tensors.empty() &&
-                   m.tensors().size() < profile.maxTensors;
+        possible =
+            !ch.tensors.empty() && m.tensors().size() < profile.maxTensors;
         break;
       case CommandKind::Run:
       case CommandKind::EvictNetwork:
@@ -419,8 +420,7 @@ rc::Gen<Scenario> genScenario(const GeneratorProfile &profile,
     for (const auto &option : options)
       total += option.first;
     return rc::gen::mapcat(
-        rc::gen::resize(rc::kNominalSize,
-                        rc::gen::inRange<uint32_t>(0, total)),
+        rc::gen::resize(rc::kNominalSize, rc::gen::inRange<uint32_t>(0, total)),
         [options](uint32_t draw) {
           for (const auto &[weight, gen] : options) {
             if (draw < weight)
@@ -433,8 +433,8 @@ rc::Gen<Scenario> genScenario(const GeneratorProfile &profile,
   return rc::gen::map(
       rc::state::gen::commands(makeInitial, genFunc),
       [devices = profile.devices](
-          const rc::state::Commands<
-              rc::state::Command<Model, ScenarioBuilder>> &commands) {
+          const rc::state::Commands<rc::state::Command<Model, ScenarioBuilder>>
+              &commands) {
         Scenario s;
         s.devices = devices;
         for (const auto &c : commands)

@@ -251,9 +251,8 @@ std::optional<ErrorCode> Model::strike(const std::string &name, FaultSite site,
     }
   }
   if (hit)
-    step.labels.push_back("fault-struck-" +
-                          std::string(faultSiteName(site)) + "-" +
-                          std::string(errorCodeName(*hit)));
+    step.labels.push_back("fault-struck-" + std::string(faultSiteName(site)) +
+                          "-" + std::string(errorCodeName(*hit)));
   return hit;
 }
 
@@ -369,7 +368,8 @@ Outcome Model::writeHost(ModelTensor &t, uint64_t pattern, bool refill,
     step.labels.push_back("host-write-drops-mirror");
     releaseRecord(r);
   }
-  std::vector<uint8_t> bytes = patternBytes(t.kind, pattern, 0, t.numElements());
+  std::vector<uint8_t> bytes =
+      patternBytes(t.kind, pattern, 0, t.numElements());
   for (size_t i = 0; i < bytes.size(); ++i) {
     r.data[t.offsetBytes + i] = bytes[i];
     r.known[t.offsetBytes + i] = true;
@@ -475,8 +475,7 @@ Outcome Model::run(const Command &c, Step &step) {
   std::vector<uint64_t> temporaries;
   Outcome failure = Outcome::ok();
   bool executed = false;
-  for (size_t i = 0; i < placeholders.size() && failure == Outcome::ok();
-       ++i) {
+  for (size_t i = 0; i < placeholders.size() && failure == Outcome::ok(); ++i) {
     int id = bound[i]->record;
     ModelRecord &r = records_.at(id);
     if (fn.isOutput(placeholders[i].name)) {
@@ -862,13 +861,13 @@ ModelStep Model::apply(const Command &c) {
     else if (c.fault.nth == 0 || c.fault.code == ErrorCode::Success)
       o = Outcome::error(ErrorCode::InvalidArgument);
     else
-      device(c.device).faults.push_back({c.fault.site, c.fault.nth,
-                                         c.fault.code});
+      device(c.device).faults.push_back(
+          {c.fault.site, c.fault.nth, c.fault.code});
     break;
   case CommandKind::Alloc: {
     ModelDevice &d = device(c.device);
-    locations_[c.target] = ModelLocation{c.device, c.bytes,
-                                         ModelLocation::State::Dead};
+    locations_[c.target] =
+        ModelLocation{c.device, c.bytes, ModelLocation::State::Dead};
     if (d.shutDown)
       o = Outcome::error(ErrorCode::DeviceLost);
     else if (c.bytes == 0)

@@ -158,11 +158,11 @@ std::vector<PropertyFamily> makeFamilies() {
                needsResident,
                [](const std::string &, uint64_t) {
                  std::map<CommandKind, int> w = {
-                     {K::Create, 8},     {K::ToDevice, 4},
-                     {K::FromDevice, 2}, {K::Read, 5},
-                     {K::AddNetwork, 3}, {K::Run, 10},
+                     {K::Create, 8},        {K::ToDevice, 4},
+                     {K::FromDevice, 2},    {K::Read, 5},
+                     {K::AddNetwork, 3},    {K::Run, 10},
                      {K::EnsureOutputs, 5}, {K::EvictNetwork, 1},
-                     {K::Destroy, 1},    {K::View, 1}};
+                     {K::Destroy, 1},       {K::View, 1}};
                  GeneratorProfile p = oneDevice(w);
                  p.shapes = {{4}};
                  return p;
@@ -216,8 +216,7 @@ std::vector<PropertyFamily> makeFamilies() {
                  w[K::Refill] = 2;
                  GeneratorProfile p = oneDevice(w);
                  p.shapes = {{4}};
-                 p.faultCodes = {ErrorCode::DeviceError,
-                                 ErrorCode::OutOfMemory,
+                 p.faultCodes = {ErrorCode::DeviceError, ErrorCode::OutOfMemory,
                                  ErrorCode::DeviceLost};
                  return p;
                },
@@ -341,8 +340,7 @@ PropertyResult runProperty(const PropertyFamily &family,
       result.reason = "unknown backend '" + backends[i] + "'";
       return finish();
     }
-    if (std::string why = family.skipReason(info->capabilities);
-        !why.empty()) {
+    if (std::string why = family.skipReason(info->capabilities); !why.empty()) {
       result.status = PropertyResult::Status::Skipped;
       result.reason = (i ? backends[i] + ": " : "") + why;
       return finish();
@@ -352,8 +350,7 @@ PropertyResult runProperty(const PropertyFamily &family,
   }
 
   int cases = options.cases / options.shardCount +
-              (options.shardIndex < options.cases % options.shardCount ? 1
-                                                                       : 0);
+              (options.shardIndex < options.cases % options.shardCount ? 1 : 0);
   if (cases == 0) {
     result.status = PropertyResult::Status::Skipped;
     result.reason = "no cases in this shard";
@@ -387,8 +384,8 @@ PropertyResult runProperty(const PropertyFamily &family,
     if (r.passed())
       return;
     failing = true;
-    std::string why = r.setupError.empty() ? r.divergence->toString()
-                                           : r.setupError;
+    std::string why =
+        r.setupError.empty() ? r.divergence->toString() : r.setupError;
     if (!minimal || s.commands.size() <= minimal->commands.size()) {
       minimal = s;
       minimalFailure = why;
@@ -429,9 +426,8 @@ PropertyResult runProperty(const PropertyFamily &family,
     result.minimalLength = minimal->commands.size();
     std::string dir =
         options.failureDirectory.empty() ? "." : options.failureDirectory;
-    result.scenarioFile = dir + "/" + family.name + "-" +
-                          options.backend + "-" + std::to_string(options.seed) +
-                          ".scn";
+    result.scenarioFile = dir + "/" + family.name + "-" + options.backend +
+                          "-" + std::to_string(options.seed) + ".scn";
     for (char &c : result.scenarioFile)
       if (c == ':')
         c = '_';
@@ -447,11 +443,9 @@ PropertyResult runProperty(const PropertyFamily &family,
       pos = nl == std::string::npos ? text.size() : nl + 1;
     }
     out << result.minimalScenario;
-    result.replayCommand = "drt-replay " + result.scenarioFile +
-                           " --backend " + options.backend +
-                           (options.against.empty()
-                                ? ""
-                                : " --against " + options.against);
+    result.replayCommand =
+        "drt-replay " + result.scenarioFile + " --backend " + options.backend +
+        (options.against.empty() ? "" : " --against " + options.against);
     return finish();
   }
   for (const std::string &key : family.keyLabels)

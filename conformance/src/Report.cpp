@@ -122,16 +122,15 @@ std::string markdownReport(const RunSummary &summary) {
        std::to_string(summary.maxSteps) + " steps per case, shard " +
        std::to_string(summary.shardIndex + 1) + " of " +
        std::to_string(summary.shardCount) +
-       (summary.against.empty() ? "" : ", differential against " +
-                                           summary.against) +
+       (summary.against.empty() ? ""
+                                : ", differential against " + summary.against) +
        ". Result: " + (summary.passed() ? "**passed**" : "**FAILED**") +
        ".\n\n";
   s += "| property | backend | cases | steps | result | seconds | skips, "
        "failures and coverage |\n|---|---|---|---|---|---|---|\n";
   for (const PropertyResult &r : summary.results) {
     std::string note =
-        r.status == PropertyResult::Status::Passed ? coverageLine(r)
-                                                   : r.reason;
+        r.status == PropertyResult::Status::Passed ? coverageLine(r) : r.reason;
     for (char &c : note)
       if (c == '\n' || c == '|')
         c = ' ';
@@ -181,8 +180,8 @@ std::string jsonReport(const RunSummary &summary) {
                   ",\n  \"secondsPerBackend\": {";
   bool first = true;
   for (const auto &[b, t] : summary.secondsPerBackend) {
-    s += std::string(first ? "" : ",") + " " + jsonEscape(b) + ": " +
-         seconds(t);
+    s +=
+        std::string(first ? "" : ",") + " " + jsonEscape(b) + ": " + seconds(t);
     first = false;
   }
   s += " },\n  \"properties\": [\n";
@@ -232,8 +231,8 @@ std::string junitReport(const RunSummary &summary) {
       }
     s += "  <testsuite name=\"conformance." + xmlEscape(backend) +
          "\" tests=\"" + std::to_string(tests) + "\" failures=\"" +
-         std::to_string(failures) + "\" skipped=\"" +
-         std::to_string(skipped) + "\" time=\"" + seconds(time) + "\">\n";
+         std::to_string(failures) + "\" skipped=\"" + std::to_string(skipped) +
+         "\" time=\"" + seconds(time) + "\">\n";
     for (const PropertyResult &r : summary.results) {
       if (r.backend != backend)
         continue;

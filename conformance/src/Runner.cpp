@@ -78,6 +78,9 @@ struct Observation {
   std::map<std::string, DeviceObservation> devices;
   /// "a=b" for every pair of tensors sharing one record (a < b).
   std::set<std::string> sharing;
+  /// takeBackgroundErrors() of each device ("device: error"); the model
+  /// expects none.
+  std::vector<std::string> backgroundErrors;
 };
 
 struct Difference {
@@ -107,11 +110,10 @@ std::string describeTensor(const TensorObservation &t) {
 std::optional<Difference> compareObservations(const Observation &expected,
                                               const Observation &observed) {
   if (!(expected.outcome == observed.outcome))
-    return Difference{"outcome", expected.outcome.toString(),
-                      observed.outcome.toString() +
-                          (observed.message.empty()
-                               ? ""
-                               : " (" + observed.message + ")")};
+    return Difference{
+        "outcome", expected.outcome.toString(),
+        observed.outcome.toString() +
+            (observed.message.empty() ? "" : " (" + observed.message + ")")};
   if (expected.callbacks != observed.callbacks)
     return Difference{"completion callbacks",
                       std::to_string(expected.callbacks) + " call(s)",
@@ -122,8 +124,8 @@ std::optional<Difference> compareObservations(const Observation &expected,
       return Difference{"tensor '" + name + "'", "to exist", "missing"};
     const TensorObservation &o = it->second;
     if (e.empty != o.empty || e.state != o.state || e.device != o.device)
-      return Difference{"residency of tensor '" + name + "'",
-                        describeTensor(e), describeTensor(o)};
+      return Difference{"residency of tensor '" + name + "'", describeTensor(e),
+                        describeTensor(o)};
     if (e.contents.empty() || o.contents.empty())
       continue;
     if (e.contents.size() != o.contents.size())
@@ -134,10 +136,9 @@ std::optional<Difference> compareObservations(const Observation &expected,
       if (!e.contents[i] || !o.contents[i] || *e.contents[i] == *o.contents[i])
         continue;
       size_t from = i - i % 4;
-      return Difference{"host contents of tensor '" + name + "' at byte " +
-                            std::to_string(i),
-                        hexBytes(e.contents, from, 8),
-                        hexBytes(o.contents, from, 8)};
+      return Difference{
+          "host contents of tensor '" + name + "' at byte " + std::to_string(i),
+          hexBytes(e.contents, from, 8), hexBytes(o.contents, from, 8)};
     }
   }
   for (const auto &[name, o] : observed.tensors)
@@ -153,6 +154,13 @@ std::optional<Difference> compareObservations(const Observation &expected,
     return Difference{"tensors sharing a residency record",
                       join(expected.sharing), join(observed.sharing)};
   }
+  if (expected.backgroundErrors != observed.backgroundErrors)
+    return Difference{
+        "takeBackgroundErrors()",
+        expected.backgroundErrors.empty() ? "none"
+                                          : expected.backgroundErrors.front(),
+        observed.backgroundErrors.empty() ? "none"
+                                          : observed.backgroundErrors.front()};
   for (const auto &[name, e] : expected.devices) {
     const DeviceObservation &o = observed.devices.at(name);
     if (e.shutDown != o.shutDown)
@@ -295,8 +303,8 @@ public:
         to.state = stateLabel(s.state);
         if (s.manager) {
           auto it = deviceNames_.find(s.manager);
-          to.device = it == deviceNames_.end() ? "an unknown device"
-                                               : it->second;
+          to.device =
+              it == deviceNames_.end() ? "an unknown device" : it->second;
         }
         const ModelTensor *mt = model.tensor(name);
         if ((s.state == ResidencyState::Host ||
@@ -321,6 +329,8 @@ public:
       DeviceManager &d = device(spec.name);
       obs.devices[spec.name] = {d.usedMemory(), d.liveAllocations(),
                                 d.isShutDown()};
+      for (const Error &e : d.takeBackgroundErrors())
+        obs.backgroundErrors.push_back(spec.name + ": " + e.toString());
     }
   }
 
@@ -337,14 +347,8 @@ public:
         return Difference{"operationsInFlight() of device '" + spec.name +
                               "' between steps",
                           "0", std::to_string(n)};
-      std::vector<Error> errors = d.takeBackgroundErrors();
-      if (!errors.empty())
-        return Difference{"takeBackgroundErrors() of device '" + spec.name +
-                              "'",
-                          "none", errors.front().toString()};
       if (uint64_t copies = d.stats().deviceCopies)
-        return Difference{"stats().deviceCopies of device '" + spec.name +
-                              "'",
+        return Difference{"stats().deviceCopies of device '" + spec.name + "'",
                           "0", std::to_string(copies)};
       if (spec.budget && !d.isShutDown() && d.maximumMemory() != spec.budget)
         return Difference{"maximumMemory() of device '" + spec.name + "'",
@@ -363,8 +367,7 @@ public:
       if (s.location.isNull())
         return Difference{"location of tensor '" + name + "'",
                           "a live allocation", "the null location"};
-      if (!r->location.empty() &&
-          s.location != locations_.at(r->location))
+      if (!r->location.empty() && s.location != locations_.at(r->location))
         return Difference{"location of tensor '" + name + "'",
                           "the taken-over location '" + r->location + "' (" +
                               locations_.at(r->location).toString() + ")",
@@ -442,8 +445,8 @@ private:
       tensors_[c.target] = std::make_unique<Tensor>();
       auto t = std::make_unique<Tensor>(c.elemKind, c.dims, c.target);
       if (c.pattern) {
-        auto bytes = patternBytes(c.elemKind, c.pattern, 0,
-                                  t->type().numElements());
+        auto bytes =
+            patternBytes(c.elemKind, c.pattern, 0, t->type().numElements());
         std::memcpy(t->mutableHostBytes().data(), bytes.data(), bytes.size());
       }
       tensors_[c.target] = std::move(t);
@@ -464,7 +467,8 @@ private:
       return Error::success();
     }
     case CommandKind::MoveConstruct:
-      tensors_[c.target] = std::make_unique<Tensor>(std::move(tensor(c.source)));
+      tensors_[c.target] =
+          std::make_unique<Tensor>(std::move(tensor(c.source)));
       return Error::success();
     case CommandKind::MoveAssign:
       selfMoveAssign(tensor(c.target), tensor(c.source));
@@ -480,8 +484,7 @@ private:
       std::optional<DeviceLocation> location;
       if (!c.location.empty())
         location = locations_[c.location];
-      device(c.device).transferToDevice(tensor(c.target), location,
-                                        callback());
+      device(c.device).transferToDevice(tensor(c.target), location, callback());
       return Error::success();
     }
     case CommandKind::FromDevice:
@@ -655,8 +658,7 @@ RunResult runScenario(const Scenario &scenario, const RunOptions &options) {
       sessions[k]->execute(c, observed[k]);
       sessions[k]->observe(model, observed[k]);
       if (options.trace)
-        options.trace((sessions.size() > 1 ? "[" + sessions[k]->backend() +
-                                                 "] "
+        options.trace((sessions.size() > 1 ? "[" + sessions[k]->backend() + "] "
                                            : std::string()) +
                       traceLine(step, text, observed[k]));
       if (auto d = compareObservations(expected, observed[k])) {

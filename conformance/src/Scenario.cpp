@@ -71,13 +71,12 @@ std::string Outcome::toString() const {
 
 bool operator==(const Command &a, const Command &b) {
   return a.kind == b.kind && a.target == b.target && a.source == b.source &&
-         a.device == b.device && a.elemKind == b.elemKind &&
-         a.dims == b.dims && a.offset == b.offset && a.pattern == b.pattern &&
+         a.device == b.device && a.elemKind == b.elemKind && a.dims == b.dims &&
+         a.offset == b.offset && a.pattern == b.pattern &&
          a.release == b.release && a.location == b.location &&
          a.bytes == b.bytes && a.fault.site == b.fault.site &&
          a.fault.nth == b.fault.nth && a.fault.code == b.fault.code &&
-         a.nodes == b.nodes && a.bindings == b.bindings &&
-         a.expect == b.expect;
+         a.nodes == b.nodes && a.bindings == b.bindings && a.expect == b.expect;
 }
 
 std::vector<Placeholder>
@@ -154,9 +153,9 @@ std::string validateScenario(const Scenario &scenario) {
       return tensors.count(name) ? "" : step + "unknown tensor '" + name + "'";
     };
     auto needDevice = [&]() -> std::string {
-      return devices.count(c.device) ? ""
-                                     : step + "unknown device '" + c.device +
-                                           "'";
+      return devices.count(c.device)
+                 ? ""
+                 : step + "unknown device '" + c.device + "'";
     };
     auto newTensor = [&](const std::string &name) -> std::string {
       if (!tensors.insert(name).second)

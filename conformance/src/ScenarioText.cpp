@@ -79,8 +79,8 @@ public:
   [[noreturn]] void fail(const std::string &what) const {
     if (atEnd())
       throw LineError{endColumn_, "expected " + what + ", found end of line"};
-    throw LineError{tokens_[pos_].column,
-                    "expected " + what + ", found " + quoted(tokens_[pos_].text)};
+    throw LineError{tokens_[pos_].column, "expected " + what + ", found " +
+                                              quoted(tokens_[pos_].text)};
   }
 
   Token next(const std::string &what) {
@@ -144,9 +144,9 @@ public:
     size_t start = 0;
     while (!body.empty() && start <= body.size()) {
       size_t x = body.find('x', start);
-      std::string_view part = body.substr(
-          start, x == std::string_view::npos ? std::string_view::npos
-                                             : x - start);
+      std::string_view part = body.substr(start, x == std::string_view::npos
+                                                     ? std::string_view::npos
+                                                     : x - start);
       auto v = parseUnsigned(part);
       if (!v)
         throw LineError{tokens_[pos_].column + 1 + int(start),
@@ -256,8 +256,9 @@ Outcome parseOutcome(LineParser &p) {
     p.next("");
     return Outcome::violationOf(*v);
   }
-  throw LineError{t.column, "expected ok, error CODE or violation KIND, found " +
-                                quoted(t.text)};
+  throw LineError{t.column,
+                  "expected ok, error CODE or violation KIND, found " +
+                      quoted(t.text)};
 }
 
 std::optional<CommandKind> parseCommandKind(std::string_view s) {
@@ -377,8 +378,8 @@ Command parseCommand(LineParser &p, CommandKind kind) {
       size_t eq = t.text.find('=');
       if (eq == std::string_view::npos || !isName(t.text.substr(0, eq)) ||
           !isName(t.text.substr(eq + 1)))
-        throw LineError{t.column, "expected PLACEHOLDER=TENSOR, found " +
-                                      quoted(t.text)};
+        throw LineError{t.column,
+                        "expected PLACEHOLDER=TENSOR, found " + quoted(t.text)};
       c.bindings.emplace_back(std::string(t.text.substr(0, eq)),
                               std::string(t.text.substr(eq + 1)));
     }

@@ -1,6 +1,6 @@
 //===- PropertiesTest.cpp - Every family on the reference device ----------===//
-#include "drt/BackendRegistry.h"
 #include "drt/conformance/Properties.h"
+#include "drt/BackendRegistry.h"
 
 #include <gtest/gtest.h>
 
@@ -35,15 +35,15 @@ std::vector<std::string> familyNames() {
   return names;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Families, FamilyOnFake, ::testing::ValuesIn(familyNames()),
-    [](const ::testing::TestParamInfo<std::string> &info) {
-      std::string name = info.param;
-      for (char &c : name)
-        if (c == '-')
-          c = '_';
-      return name;
-    });
+INSTANTIATE_TEST_SUITE_P(Families, FamilyOnFake,
+                         ::testing::ValuesIn(familyNames()),
+                         [](const ::testing::TestParamInfo<std::string> &info) {
+                           std::string name = info.param;
+                           for (char &c : name)
+                             if (c == '-')
+                               c = '_';
+                           return name;
+                         });
 
 TEST(Properties, AKeyStateNeverReachedFailsInsteadOfPassingVacuously) {
   PropertyFamily f = propertyFamilies().front();

@@ -1,6 +1,6 @@
 //===- ScenarioTextTest.cpp - The scenario text form ----------------------===//
-#include "drt/conformance/Generators.h"
 #include "drt/conformance/ScenarioText.h"
+#include "drt/conformance/Generators.h"
 
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
@@ -79,8 +79,9 @@ TEST(ScenarioText, ErrorsNameLineColumnAndWhatWasExpected) {
             "NotSupported, DeviceError, DeviceLost), found 'Oops'");
   EXPECT_EQ(parseError("device d0\nteleport a\n"),
             parseError("device d0\nteleport a\n"));
-  EXPECT_NE(parseError("device d0\nteleport a\n").find("2:1: expected a command"),
-            std::string::npos);
+  EXPECT_NE(
+      parseError("device d0\nteleport a\n").find("2:1: expected a command"),
+      std::string::npos);
   EXPECT_EQ(parseError("device d0\nrelease a\n"),
             "2:10: expected a device name, found end of line");
   EXPECT_EQ(parseError("device d0\ncreate a f32 [4]\nread b\n"),

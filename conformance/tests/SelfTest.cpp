@@ -58,8 +58,7 @@ TEST_P(SelfTest, MutantIsCaughtShrunkAndReplayable) {
   ASSERT_FALSE(r.minimalScenario.empty()) << r.reason;
   EXPECT_LE(r.minimalLength, 8u) << r.minimalScenario;
   EXPECT_NE(r.replayCommand.find("drt-replay"), std::string::npos);
-  EXPECT_NE(r.replayCommand.find("--backend " + p.backend),
-            std::string::npos);
+  EXPECT_NE(r.replayCommand.find("--backend " + p.backend), std::string::npos);
   shrunkLengths().push_back(r.minimalLength);
   std::cout << "[ planted  ] " << p.backend << " caught by " << p.family
             << ", minimal scenario " << r.minimalLength << " steps:\n"

@@ -62,9 +62,8 @@ bool matches(const std::string &filter, const std::string &name) {
   size_t start = 0;
   while (start <= filter.size()) {
     size_t colon = filter.find(':', start);
-    std::string one = filter.substr(start, colon == std::string::npos
-                                               ? std::string::npos
-                                               : colon - start);
+    std::string one = filter.substr(
+        start, colon == std::string::npos ? std::string::npos : colon - start);
     if (!one.empty() && matchesOne(one, name))
       return true;
     if (colon == std::string::npos)
@@ -110,8 +109,7 @@ int main(int argc, char **argv) {
     std::string arg = argv[i];
     auto value = [&]() -> const char * {
       if (i + 1 >= argc) {
-        std::cerr << "drt-conformance: " << arg << " needs a value\n"
-                  << Usage;
+        std::cerr << "drt-conformance: " << arg << " needs a value\n" << Usage;
         std::exit(2);
       }
       return argv[++i];
@@ -237,10 +235,10 @@ int main(int argc, char **argv) {
       }
       summary.results.push_back(std::move(r));
     }
-    summary.secondsPerBackend[b] = std::chrono::duration<double>(
-                                       std::chrono::steady_clock::now() -
-                                       started)
-                                       .count();
+    summary.secondsPerBackend[b] =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                      started)
+            .count();
   }
 
   std::cout << "\n" << summaryTable(summary);

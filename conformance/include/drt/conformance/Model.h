@@ -106,13 +106,9 @@ public:
   /// runner's teardown does.
   void teardown();
 
-  const std::map<std::string, ModelTensor> &tensors() const {
-    return tensors_;
-  }
+  const std::map<std::string, ModelTensor> &tensors() const { return tensors_; }
   const std::map<int, ModelRecord> &records() const { return records_; }
-  const std::map<std::string, ModelDevice> &devices() const {
-    return devices_;
-  }
+  const std::map<std::string, ModelDevice> &devices() const { return devices_; }
   const std::map<std::string, ModelLocation> &locations() const {
     return locations_;
   }

@@ -1,4 +1,5 @@
-//===- drt/conformance/Report.h - Summaries of a conformance run -*- C++ -*-===//
+//===- drt/conformance/Report.h - Summaries of a conformance run -*- C++
+//-*-===//
 #ifndef DRT_CONFORMANCE_REPORT_H
 #define DRT_CONFORMANCE_REPORT_H
 

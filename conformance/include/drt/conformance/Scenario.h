@@ -70,8 +70,7 @@ struct Outcome {
   /// "ok", "error OutOfMemory", "violation use-of-moved-from".
   std::string toString() const;
   friend bool operator==(const Outcome &a, const Outcome &b) {
-    return a.kind == b.kind &&
-           (a.kind != Kind::Error || a.code == b.code) &&
+    return a.kind == b.kind && (a.kind != Kind::Error || a.code == b.code) &&
            (a.kind != Kind::Violation || a.violation == b.violation);
   }
 };
