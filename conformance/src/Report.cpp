@@ -16,8 +16,7 @@ bool RunSummary::passed() const {
 namespace {
 
 std::string pad(std::string s, size_t width) {
-  if (s.size() < width)
-    s.append(width - s.size(), ' ');
+  s.append(s.size() < width ? width - s.size() : 1, ' ');
   return s;
 }
 
@@ -102,7 +101,7 @@ std::string summaryTable(const RunSummary &summary) {
          pad(std::to_string(r.cases), 7) + pad(std::to_string(r.steps), 8) +
          pad(r.statusText(), 9);
     if (r.status == PropertyResult::Status::Passed)
-      s += coverageLine(r);
+      s += coverageLine(r) + (r.reason.empty() ? "" : "; " + r.reason);
     else if (r.status == PropertyResult::Status::Skipped)
       s += "skipped: " + r.reason;
     else if (!r.replayCommand.empty())
