@@ -35,11 +35,16 @@ struct CallbackProbe {
   std::condition_variable called;
   int calls = 0;
   Error first;
+  /// The residency state the transferred tensor had inside the first call
+  /// (the record must already be updated then).
+  std::optional<ResidencyState> stateAtCallback;
 
-  void record(Error e) {
+  void record(Error e, std::optional<ResidencyState> state) {
     std::lock_guard<std::mutex> lock(mutex);
-    if (calls++ == 0)
+    if (calls++ == 0) {
       first = std::move(e);
+      stateAtCallback = state;
+    }
     called.notify_all();
   }
   /// Waits until the first call or the timeout; returns the call count.
@@ -261,10 +266,20 @@ public:
   /// Executes \p c; fills outcome, message and callbacks of \p obs.
   void execute(const Command &c, Observation &obs) {
     std::shared_ptr<CallbackProbe> probe;
+    Tensor *transferred = nullptr;
+    if ((c.kind == CommandKind::ToDevice ||
+         c.kind == CommandKind::FromDevice) &&
+        tensors_.count(c.target))
+      transferred = tensors_.at(c.target).get();
     auto callback = [&]() -> CompletionCallback {
       probe = std::make_shared<CallbackProbe>();
       probes_.push_back(probe);
-      return [p = probe](Error e) { p->record(std::move(e)); };
+      return [p = probe, transferred](Error e) {
+        std::optional<ResidencyState> state;
+        if (transferred && !transferred->isEmpty())
+          state = transferred->residencySnapshot().state;
+        p->record(std::move(e), state);
+      };
     };
     Error result;
     try {
@@ -272,6 +287,14 @@ public:
     } catch (const ContractViolationError &v) {
       obs.outcome = Outcome::violationOf(v.kind());
       obs.message = v.what();
+    }
+    if (probe && transferred) {
+      stateAtCallback_ = [probe] {
+        std::lock_guard<std::mutex> lock(probe->mutex);
+        return probe->stateAtCallback;
+      };
+    } else {
+      stateAtCallback_ = nullptr;
     }
     if (probe) {
       // A violation is raised before the operation starts: no callback.
@@ -336,7 +359,17 @@ public:
 
   /// The checks only a backend has (no model counterpart): locations,
   /// stats, background errors, late callbacks, operations in flight.
-  std::optional<Difference> backendChecks(const Model &model) {
+  std::optional<Difference> backendChecks(const Model &model,
+                                          const Command &c) {
+    if (stateAtCallback_) {
+      std::optional<ResidencyState> seen = stateAtCallback_();
+      const ModelRecord *r = model.recordOf(c.target);
+      if (seen && r && *seen != r->state)
+        return Difference{"residency of tensor '" + c.target +
+                              "' inside its completion callback",
+                          stateLabel(r->state) + " (updated before the call)",
+                          stateLabel(*seen)};
+    }
     for (size_t i = 0; i < probes_.size(); ++i)
       if (int n = probes_[i]->count(); n > 1)
         return Difference{"completion callback of an earlier step",
@@ -567,6 +600,8 @@ private:
   std::map<std::string, std::unique_ptr<ExecutionContext>> contexts_;
   std::map<std::string, std::string> networkDevice_;
   std::vector<std::shared_ptr<CallbackProbe>> probes_;
+  /// The state seen inside the last step's transfer callback, if any.
+  std::function<std::optional<ResidencyState>()> stateAtCallback_;
 };
 
 std::string traceLine(size_t step, const std::string &command,
@@ -665,7 +700,7 @@ RunResult runScenario(const Scenario &scenario, const RunOptions &options) {
         diverge(step, text, sessions[k]->backend(), *d);
         return result;
       }
-      if (auto d = sessions[k]->backendChecks(model)) {
+      if (auto d = sessions[k]->backendChecks(model, c)) {
         diverge(step, text, sessions[k]->backend(), *d);
         return result;
       }
@@ -694,7 +729,7 @@ RunResult runScenario(const Scenario &scenario, const RunOptions &options) {
               s->backend(), *d);
       return result;
     }
-    if (auto d = s->backendChecks(model)) {
+    if (auto d = s->backendChecks(model, Command{})) {
       diverge(step, "teardown", s->backend(), *d);
       return result;
     }
