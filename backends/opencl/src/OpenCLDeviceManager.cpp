@@ -395,6 +395,9 @@ DeviceStats OpenCLDeviceManager::stats() const {
 }
 
 Error OpenCLDeviceManager::injectFault(const FaultSpec &fault) {
+  if (isShutDown())
+    return makeError(ErrorCode::DeviceLost,
+                     "injectFault: device '" + name() + "' is shut down");
   return state_->faults.add(fault);
 }
 

@@ -39,9 +39,12 @@ struct Placeholder {
 /// One element-wise operation: output[i] = op(inputs[0][i], inputs[1][i]).
 ///
 /// Semantics, identical on every backend: int32 add and mul wrap modulo 2^32;
-/// relu(x) = x > 0 ? x : 0; scale multiplies by \p factor (for int32 the
-/// factor must be an integer and the product wraps); float32 arithmetic is
-/// IEEE single precision, one rounding per operation, no contraction.
+/// relu(x) = x > 0 ? x : 0; scale multiplies by \p factor converted to the
+/// element type (static_cast<float>(factor) for float32; for int32 the factor
+/// must be an integer and the product wraps); float32 arithmetic is IEEE
+/// single precision, one rounding per operation, no contraction. The payload
+/// of a NaN result is unspecified (devices return their canonical NaN). A
+/// node may not read its own output.
 struct Node {
   OpKind op = OpKind::Copy;
   std::vector<std::string> inputs;
