@@ -229,14 +229,18 @@ void DeviceManager::transferToDevice(Tensor &tensor,
     std::unique_lock<std::mutex> lock(storage->record.mutex_);
     storage->record.acquire(lock);
   }
-  moveHere(storage, location,
-           [storage, done = std::move(done)](Error e) mutable {
-             storage->record.releaseBusy();
-             // Drop the reference first: if it is the last one, the device
-             // copy is released before the caller hears of completion.
-             storage.reset();
-             done(std::move(e));
-           });
+  // No reference may outlive the callback on this thread's stack, so each
+  // continuation owns its own and the caller keeps none.
+  std::shared_ptr<TensorStorage> forMove = storage;
+  moveHere(
+      std::move(forMove), location,
+      [storage = std::move(storage), done = std::move(done)](Error e) mutable {
+        storage->record.releaseBusy();
+        // Drop the reference first: if it is the last one, the device
+        // copy is released before the caller hears of completion.
+        storage.reset();
+        done(std::move(e));
+      });
 }
 
 void DeviceManager::moveHere(std::shared_ptr<TensorStorage> storage,
@@ -280,13 +284,14 @@ void DeviceManager::moveHere(std::shared_ptr<TensorStorage> storage,
       return upload(std::move(storage), location, std::move(done));
     }
     lock.unlock();
-    other->fetchToHost(
-        storage, old, /*release=*/true,
-        [this, storage, location, done = std::move(done)](Error e) mutable {
-          if (e)
-            return done(std::move(e));
-          upload(std::move(storage), location, std::move(done));
-        });
+    std::shared_ptr<TensorStorage> forFetch = storage;
+    other->fetchToHost(std::move(forFetch), old, /*release=*/true,
+                       [this, storage = std::move(storage), location,
+                        done = std::move(done)](Error e) mutable {
+                         if (e)
+                           return done(std::move(e));
+                         upload(std::move(storage), location, std::move(done));
+                       });
     return;
   }
   case ResidencyState::Host:
@@ -331,9 +336,11 @@ void DeviceManager::upload(std::shared_ptr<TensorStorage> storage,
     target = *fresh;
     allocated = true;
   }
+  const std::byte *source = storage->data();
   auto op = beginOperation(
-      "transferToDevice of " + what, [this, storage, target, allocated, what,
-                                      done = std::move(done)](Error e) mutable {
+      "transferToDevice of " + what,
+      [this, storage = std::move(storage), target, allocated, what,
+       done = std::move(done)](Error e) mutable {
         if (e.isSuccess()) {
           ResidencyRecord &r = storage->record;
           std::unique_lock<std::mutex> lock(r.mutex_);
@@ -356,16 +363,18 @@ void DeviceManager::upload(std::shared_ptr<TensorStorage> storage,
         storage.reset();
         done(std::move(e));
       });
-  copyToDevice(target, storage->data(), bytes, completionFor(op));
+  copyToDevice(target, source, bytes, completionFor(op));
 }
 
 void DeviceManager::fetchToHost(std::shared_ptr<TensorStorage> storage,
                                 DeviceLocation location, bool release,
                                 CompletionCallback done) {
   std::string what = storage->describe();
+  std::byte *destination = storage->data();
+  uint64_t bytes = storage->size();
   auto op = beginOperation(
       "transferFromDevice of " + what,
-      [this, storage, location, release, what,
+      [this, storage = std::move(storage), location, release, what,
        done = std::move(done)](Error e) mutable {
         ResidencyRecord &r = storage->record;
         std::unique_lock<std::mutex> lock(r.mutex_);
@@ -402,7 +411,7 @@ void DeviceManager::fetchToHost(std::shared_ptr<TensorStorage> storage,
         storage.reset();
         done(releaseFromRecord(location, what));
       });
-  copyFromDevice(location, storage->data(), storage->size(), completionFor(op));
+  copyFromDevice(location, destination, bytes, completionFor(op));
 }
 
 void DeviceManager::transferFromDevice(Tensor &tensor, bool release,
@@ -453,12 +462,14 @@ void DeviceManager::transferFromDevice(Tensor &tensor, bool release,
   }
   r.busy_ = true;
   lock.unlock();
-  fetchToHost(storage, location, release,
-              [storage, done = std::move(done)](Error e) mutable {
-                storage->record.releaseBusy();
-                storage.reset();
-                done(std::move(e));
-              });
+  std::shared_ptr<TensorStorage> forFetch = storage;
+  fetchToHost(
+      std::move(forFetch), location, release,
+      [storage = std::move(storage), done = std::move(done)](Error e) mutable {
+        storage->record.releaseBusy();
+        storage.reset();
+        done(std::move(e));
+      });
 }
 
 Error DeviceManager::releaseDeviceTensor(Tensor &tensor) {
