@@ -13,6 +13,8 @@
 #include "drt/SyncTransfer.h"
 #include "drt/Violation.h"
 
+#include "ViolationAssertions.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -34,16 +36,6 @@ struct BackendCase {
 std::ostream &operator<<(std::ostream &os, const BackendCase &c) {
   return os << c.label;
 }
-
-#define EXPECT_VIOLATION(stmt, kindValue)                                      \
-  do {                                                                         \
-    try {                                                                      \
-      stmt;                                                                    \
-      ADD_FAILURE() << "no violation from: " #stmt;                            \
-    } catch (const ContractViolationError &v) {                                \
-      EXPECT_EQ(v.kind(), kindValue) << v.what();                              \
-    }                                                                          \
-  } while (0)
 
 ::testing::AssertionResult hasCode(const Error &e, ErrorCode code) {
   if (e.code() == code)

@@ -7,6 +7,8 @@
 #include "drt/Tensor.h"
 #include "drt/Violation.h"
 
+#include "ViolationAssertions.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -24,15 +26,6 @@ void fill(Tensor &t, float base) {
     d[i] = base + float(i);
 }
 
-#define EXPECT_VIOLATION(stmt, kindValue)                                      \
-  do {                                                                         \
-    try {                                                                      \
-      stmt;                                                                    \
-      ADD_FAILURE() << "no violation from: " #stmt;                            \
-    } catch (const ContractViolationError &v) {                                \
-      EXPECT_EQ(v.kind(), kindValue) << v.what();                              \
-    }                                                                          \
-  } while (0)
 } // namespace
 
 TEST_F(TensorTest, NewTensorIsZeroFilledAlignedAndOnHost) {
