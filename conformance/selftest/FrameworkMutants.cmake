@@ -36,7 +36,7 @@ function(drt_add_framework_mutant name patch)
                                                ${dir}/src)
   target_link_libraries(${target} PRIVATE Threads::Threads)
   # Mutants are bugs on purpose; their warnings are not the project's.
-  target_compile_options(${target} PRIVATE -w)
+  target_compile_options(${target} PRIVATE -w -g0)
   set_target_properties(${target} PROPERTIES
     OUTPUT_NAME drt_framework
     VERSION ${PROJECT_VERSION}

@@ -1,6 +1,8 @@
 //===- Generators.cpp - Scenario generators -------------------------------===//
 #include "drt/conformance/Generators.h"
 
+#include <algorithm>
+
 #include "drt/conformance/ScenarioText.h"
 
 #include <ostream>
@@ -88,8 +90,8 @@ bool resident(const ModelRecord &r) {
 /// The state a generation step looks at, gathered once per step.
 struct Choices {
   /// "resident" also holds tensors whose record is Lost.
-  std::vector<std::string> tensors, owners, views, resident, devices,
-      liveDevices;
+  std::vector<std::string> tensors, owners, views, resident, onDevice, mirrored,
+      devices, liveDevices;
   std::vector<std::string> networks, placed, locations;
   std::string freshTensor, freshLocation, freshNetwork;
 };
@@ -105,6 +107,11 @@ Choices gather(const Model &m) {
     if (!t.empty() && (resident(m.records().at(t.record)) ||
                        m.records().at(t.record).state == ResidencyState::Lost))
       ch.resident.push_back(name);
+    if (!t.empty() && m.records().at(t.record).state == ResidencyState::Device)
+      ch.onDevice.push_back(name);
+    if (!t.empty() &&
+        m.records().at(t.record).state == ResidencyState::Mirrored)
+      ch.mirrored.push_back(name);
   }
   for (const auto &[name, d] : m.devices()) {
     ch.devices.push_back(name);
@@ -204,7 +211,18 @@ pickBindings(const Model &m, const Command &add) {
     }
     if (fit.empty())
       return {};
-    std::string chosen = pick(fit);
+    // Inputs are often views at an offset into a resident record: the
+    // argument offsets a backend must honour.
+    std::vector<std::string> offsetViews;
+    for (const std::string &name : fit) {
+      const ModelTensor *t = m.tensor(name);
+      if (!isOutput && t->offsetBytes != 0 &&
+          resident(m.records().at(t->record)))
+        offsetViews.push_back(name);
+    }
+    std::string chosen = !offsetViews.empty() && *rc::gen::inRange(0, 2) == 0
+                             ? pick(offsetViews)
+                             : pick(fit);
     out.emplace_back(p.name, chosen);
     used.push_back(m.tensor(chosen)->record);
   }
@@ -245,13 +263,23 @@ rc::Gen<Command> genCommandOfKind(CommandKind kind, const Model &m,
     case CommandKind::View: {
       c.target = ch.freshTensor;
       c.source = pickTensor(ch);
+      // Mostly a source with room for a view of the profile's longest
+      // length at a non-zero offset.
+      size_t longest = *std::max_element(profile.viewLengths.begin(),
+                                         profile.viewLengths.end());
+      std::vector<std::string> roomy;
+      for (const std::string &name : ch.tensors)
+        if (!m.tensor(name)->empty() && m.tensor(name)->numElements() > longest)
+          roomy.push_back(name);
+      if (!roomy.empty() && *rc::gen::inRange(0, 10) < 7)
+        c.source = pick(roomy);
       const ModelTensor *src = m.tensor(c.source);
       size_t n = src->empty() ? 4 : src->numElements();
       int shape = *rc::gen::inRange(0, 10);
       if (shape < 2 && !src->empty()) {
         c.dims = src->dims;
       } else {
-        size_t k = *rc::gen::elementOf(std::vector<size_t>{1, 2, 4});
+        size_t k = *rc::gen::elementOf(profile.viewLengths);
         k = std::min(k, n);
         c.dims = {k};
         c.offset = *rc::gen::inRange<uint64_t>(0, n - k + 1);
@@ -280,7 +308,10 @@ rc::Gen<Command> genCommandOfKind(CommandKind kind, const Model &m,
       c.pattern = *rc::gen::inRange<uint64_t>(1, 10);
       break;
     case CommandKind::ToDevice: {
-      c.target = pickTensor(ch);
+      // Mirrored records are rare and short-lived: move them often.
+      c.target = !ch.mirrored.empty() && *rc::gen::inRange(0, 2) == 0
+                     ? pick(ch.mirrored)
+                     : pickTensor(ch);
       c.device = pick(ch.devices);
       std::vector<std::string> here;
       for (const auto &[name, l] : m.locations())
@@ -291,7 +322,9 @@ rc::Gen<Command> genCommandOfKind(CommandKind kind, const Model &m,
       break;
     }
     case CommandKind::FromDevice:
-      c.target = pickTensor(ch);
+      c.target = !ch.onDevice.empty() && *rc::gen::inRange(0, 2) == 0
+                     ? pick(ch.onDevice)
+                     : pickTensor(ch);
       c.device = deviceFor(m, ch, c.target);
       c.release = *rc::gen::arbitrary<bool>();
       break;

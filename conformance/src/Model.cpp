@@ -506,6 +506,8 @@ Outcome Model::run(const Command &c, Step &step) {
     }
     if (isResident(r) && r.device == dev) {
       step.labels.push_back("run-input-in-place");
+      if (bound[i]->offsetBytes != 0)
+        step.labels.push_back("run-input-view-at-offset-in-place");
       continue;
     }
     uint64_t bytes = bound[i]->bytes();

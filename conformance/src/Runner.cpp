@@ -7,6 +7,7 @@
 #include "drt/conformance/Model.h"
 #include "drt/conformance/ScenarioText.h"
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -38,20 +39,40 @@ struct CallbackProbe {
   /// The residency state the transferred tensor had inside the first call
   /// (the record must already be updated then).
   std::optional<ResidencyState> stateAtCallback;
+  /// The host bytes of a tensor brought back, read inside the first call
+  /// (the data must already be there then).
+  std::optional<std::vector<std::byte>> contentsAtCallback;
 
-  void record(Error e, std::optional<ResidencyState> state) {
+  void record(Error e, std::optional<ResidencyState> state,
+              std::optional<std::vector<std::byte>> contents) {
     std::lock_guard<std::mutex> lock(mutex);
     if (calls++ == 0) {
       first = std::move(e);
       stateAtCallback = state;
+      contentsAtCallback = std::move(contents);
     }
     called.notify_all();
   }
-  /// Waits until the first call or the timeout; returns the call count.
-  int wait(unsigned timeoutMs) {
+  /// Waits for the first call and returns the call count. Gives up after
+  /// \p timeoutMs, or \p graceMs after \p settled() first holds (nothing is
+  /// in flight, so a call that has not come will not come).
+  int wait(unsigned timeoutMs, unsigned graceMs,
+           const std::function<bool()> &settled) {
+    using Clock = std::chrono::steady_clock;
+    auto deadline = Clock::now() + std::chrono::milliseconds(timeoutMs);
     std::unique_lock<std::mutex> lock(mutex);
-    called.wait_for(lock, std::chrono::milliseconds(timeoutMs),
-                    [&] { return calls > 0; });
+    while (calls == 0 && Clock::now() < deadline) {
+      called.wait_for(lock, std::chrono::milliseconds(5),
+                      [&] { return calls > 0; });
+      if (calls > 0)
+        break;
+      lock.unlock();
+      bool idle = settled();
+      lock.lock();
+      if (idle)
+        deadline = std::min(deadline,
+                            Clock::now() + std::chrono::milliseconds(graceMs));
+    }
     return calls;
   }
   int count() {
@@ -114,6 +135,11 @@ std::string describeTensor(const TensorObservation &t) {
 
 std::optional<Difference> compareObservations(const Observation &expected,
                                               const Observation &observed) {
+  // Without its callback an operation has no outcome to compare.
+  if (expected.callbacks > 0 && observed.callbacks == 0)
+    return Difference{"completion callbacks",
+                      std::to_string(expected.callbacks) + " call(s)",
+                      "0 call(s)"};
   if (!(expected.outcome == observed.outcome))
     return Difference{
         "outcome", expected.outcome.toString(),
@@ -227,6 +253,10 @@ public:
         timeoutMs_(timeoutMs) {}
 
   ~Session() {
+    // Devices stop first: work a broken backend left pending completes (with
+    // DeviceLost) before the tensors it would write into are freed.
+    for (const auto &[name, index] : deviceIndex_)
+      host_.device(index).shutdown();
     contexts_.clear();
     tensors_.clear();
   }
@@ -271,14 +301,26 @@ public:
          c.kind == CommandKind::FromDevice) &&
         tensors_.count(c.target))
       transferred = tensors_.at(c.target).get();
+    bool fetched = c.kind == CommandKind::FromDevice;
     auto callback = [&]() -> CompletionCallback {
       probe = std::make_shared<CallbackProbe>();
       probes_.push_back(probe);
-      return [p = probe, transferred](Error e) {
+      return [p = probe, transferred, fetched](Error e) {
         std::optional<ResidencyState> state;
+        std::optional<std::vector<std::byte>> contents;
         if (transferred && !transferred->isEmpty())
           state = transferred->residencySnapshot().state;
-        p->record(std::move(e), state);
+        if (fetched && e.isSuccess() &&
+            (state == ResidencyState::Host ||
+             state == ResidencyState::Mirrored)) {
+          // Never let a violation escape into the backend's thread.
+          try {
+            auto bytes = transferred->hostBytes();
+            contents.emplace(bytes.begin(), bytes.end());
+          } catch (const ContractViolationError &) {
+          }
+        }
+        p->record(std::move(e), state, std::move(contents));
       };
     };
     Error result;
@@ -288,19 +330,19 @@ public:
       obs.outcome = Outcome::violationOf(v.kind());
       obs.message = v.what();
     }
-    if (probe && transferred) {
-      stateAtCallback_ = [probe] {
-        std::lock_guard<std::mutex> lock(probe->mutex);
-        return probe->stateAtCallback;
-      };
-    } else {
-      stateAtCallback_ = nullptr;
-    }
+    transferProbe_ = transferred ? probe : nullptr;
+    missedCallback_ = false;
     if (probe) {
-      // A violation is raised before the operation starts: no callback.
-      obs.callbacks = obs.outcome.kind == Outcome::Kind::Violation
-                          ? probe->count()
-                          : probe->wait(timeoutMs_);
+      // A violation is raised before the operation starts: no callback. A
+      // synchronous backend calls back before the call returns, so no wait.
+      if (obs.outcome.kind == Outcome::Kind::Violation ||
+          !capabilities().asynchronousCompletion)
+        obs.callbacks = probe->count();
+      else
+        obs.callbacks = probe->wait(timeoutMs_, SettledGraceMs,
+                                    [this] { return inFlight() == 0; });
+      missedCallback_ =
+          obs.callbacks == 0 && obs.outcome.kind != Outcome::Kind::Violation;
       if (obs.callbacks > 0 && obs.outcome.kind != Outcome::Kind::Violation) {
         std::lock_guard<std::mutex> lock(probe->mutex);
         result = probe->first;
@@ -314,8 +356,9 @@ public:
 
   /// Everything observable after a step.
   void observe(const Model &model, Observation &obs) {
-    // Settle: no operation may stay in flight between steps.
-    for (int i = 0; i < 200 && inFlight() > 0; ++i)
+    // Settle: no operation may stay in flight between steps (unless one has
+    // already missed its callback, which the step reports).
+    for (int i = 0; i < 200 && !missedCallback_ && inFlight() > 0; ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     std::map<const void *, std::vector<std::string>> byStorage;
     for (const auto &[name, t] : tensors_) {
@@ -324,6 +367,12 @@ public:
       if (!t->isEmpty()) {
         ResidencySnapshot s = t->residencySnapshot();
         to.state = stateLabel(s.state);
+        if (s.busy) {
+          // Host access would wait for an operation that never completed.
+          to.state += " (busy: an operation on it never completed)";
+          obs.tensors[name] = std::move(to);
+          continue;
+        }
         if (s.manager) {
           auto it = deviceNames_.find(s.manager);
           to.device =
@@ -361,14 +410,34 @@ public:
   /// stats, background errors, late callbacks, operations in flight.
   std::optional<Difference> backendChecks(const Model &model,
                                           const Command &c) {
-    if (stateAtCallback_) {
-      std::optional<ResidencyState> seen = stateAtCallback_();
+    if (transferProbe_) {
+      std::lock_guard<std::mutex> lock(transferProbe_->mutex);
+      const std::optional<ResidencyState> &seen =
+          transferProbe_->stateAtCallback;
       const ModelRecord *r = model.recordOf(c.target);
       if (seen && r && *seen != r->state)
         return Difference{"residency of tensor '" + c.target +
                               "' inside its completion callback",
                           stateLabel(r->state) + " (updated before the call)",
                           stateLabel(*seen)};
+      if (const auto &bytes = transferProbe_->contentsAtCallback) {
+        std::vector<std::optional<uint8_t>> expected =
+            model.contentsOf(c.target);
+        for (size_t i = 0; i < bytes->size() && i < expected.size(); ++i) {
+          if (!expected[i] || *expected[i] == uint8_t((*bytes)[i]))
+            continue;
+          std::vector<std::optional<uint8_t>> seenBytes(bytes->size());
+          for (size_t k = 0; k < bytes->size(); ++k)
+            seenBytes[k] = uint8_t((*bytes)[k]);
+          size_t from = i - i % 4;
+          return Difference{"host contents of tensor '" + c.target +
+                                "' at byte " + std::to_string(i) +
+                                " inside its completion callback",
+                            hexBytes(expected, from, 8) +
+                                " (the data is in place before the call)",
+                            hexBytes(seenBytes, from, 8)};
+        }
+      }
     }
     for (size_t i = 0; i < probes_.size(); ++i)
       if (int n = probes_[i]->count(); n > 1)
@@ -418,6 +487,7 @@ public:
 
   /// Frees the remaining raw locations and destroys every tensor.
   void teardown(const Model &model) {
+    transferProbe_ = nullptr;
     for (const auto &[name, l] : model.locations())
       if (l.state == ModelLocation::State::Live)
         (void)device(l.device).releaseDeviceMemory(locations_.at(name));
@@ -442,6 +512,10 @@ public:
   }
 
 private:
+  /// How long a callback may trail the end of its operation on another
+  /// thread before it counts as missing.
+  static constexpr unsigned SettledGraceMs = 250;
+
   size_t inFlight() {
     size_t n = 0;
     for (const DeviceSpec &spec : scenario_.devices)
@@ -600,8 +674,10 @@ private:
   std::map<std::string, std::unique_ptr<ExecutionContext>> contexts_;
   std::map<std::string, std::string> networkDevice_;
   std::vector<std::shared_ptr<CallbackProbe>> probes_;
-  /// The state seen inside the last step's transfer callback, if any.
-  std::function<std::optional<ResidencyState>()> stateAtCallback_;
+  /// The probe of the last step's transfer, if it was one.
+  std::shared_ptr<CallbackProbe> transferProbe_;
+  /// True when the last step's operation did not call back.
+  bool missedCallback_ = false;
 };
 
 std::string traceLine(size_t step, const std::string &command,
@@ -619,6 +695,29 @@ std::string traceLine(size_t step, const std::string &command,
          " bytes, " + std::to_string(d.live) + " allocation(s)" +
          (d.shutDown ? ", shut down" : "");
   return s;
+}
+
+/// One from-device keep per record left in Device state on a running device,
+/// of a tensor that covers the record whole (a partial view cannot move it).
+std::vector<Command> finalReadBack(const Model &model) {
+  std::vector<Command> out;
+  std::set<int> seen;
+  for (const auto &[name, t] : model.tensors()) {
+    if (t.empty() || seen.count(t.record))
+      continue;
+    const ModelRecord &r = model.records().at(t.record);
+    if (r.state != ResidencyState::Device || t.offsetBytes != 0 ||
+        t.bytes() != r.bytes || model.devices().at(r.device).shutDown)
+      continue;
+    seen.insert(t.record);
+    Command c;
+    c.kind = CommandKind::FromDevice;
+    c.target = name;
+    c.device = r.device;
+    c.release = false;
+    out.push_back(std::move(c));
+  }
+  return out;
 }
 
 } // namespace
@@ -657,10 +756,9 @@ RunResult runScenario(const Scenario &scenario, const RunOptions &options) {
         Divergence{step, command, backend, d.what, d.expected, d.observed};
   };
 
-  for (size_t i = 0; i < scenario.commands.size(); ++i) {
-    const Command &c = scenario.commands[i];
-    std::string text = printCommand(c);
-    size_t step = i + 1;
+  // One step on the model and every session; false after a divergence.
+  auto runStep = [&](const Command &c, size_t step, const std::string &text,
+                     bool written) {
     result.steps = step;
     std::map<int, ResidencyState> before;
     for (const auto &[id, r] : model.records())
@@ -680,12 +778,12 @@ RunResult runScenario(const Scenario &scenario, const RunOptions &options) {
                              stateLabel(it->second.state)];
       }
     }
-    if (!(c.expect == predicted.outcome)) {
+    if (written && !(c.expect == predicted.outcome)) {
       diverge(step, text, "scenario",
               {"the step's written expectation against the reference model",
                "the model's " + predicted.outcome.toString(),
                "the scenario's " + c.expect.toString()});
-      return result;
+      return false;
     }
     Observation expected = expectedObservation(model, predicted);
     std::vector<Observation> observed(sessions.size());
@@ -698,11 +796,11 @@ RunResult runScenario(const Scenario &scenario, const RunOptions &options) {
                       traceLine(step, text, observed[k]));
       if (auto d = compareObservations(expected, observed[k])) {
         diverge(step, text, sessions[k]->backend(), *d);
-        return result;
+        return false;
       }
       if (auto d = sessions[k]->backendChecks(model, c)) {
         diverge(step, text, sessions[k]->backend(), *d);
-        return result;
+        return false;
       }
     }
     if (sessions.size() > 1)
@@ -710,12 +808,27 @@ RunResult runScenario(const Scenario &scenario, const RunOptions &options) {
         diverge(step, text,
                 sessions[0]->backend() + " against " + sessions[1]->backend(),
                 *d);
-        return result;
+        return false;
       }
+    return true;
+  };
+
+  for (size_t i = 0; i < scenario.commands.size(); ++i) {
+    const Command &c = scenario.commands[i];
+    if (!runStep(c, i + 1, printCommand(c), true))
+      return result;
   }
 
+  // Final read-back: every record still on a device is brought back (kept
+  // there too), so results computed on the device are compared with the
+  // model even when the scenario never reads them.
+  size_t step = scenario.commands.size();
+  for (const Command &c : finalReadBack(model))
+    if (!runStep(c, ++step, "final read-back: " + printCommand(c), false))
+      return result;
+
   // Teardown: every tensor goes, memory returns to the baseline.
-  size_t step = scenario.commands.size() + 1;
+  ++step;
   for (auto &s : sessions)
     s->teardown(model);
   model.teardown();

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 using namespace drt;
 using namespace drt::conformance;
 
@@ -102,9 +104,91 @@ TEST(Runner, TraceShowsEveryStep) {
                                   "d0\n"),
                             options);
   EXPECT_TRUE(r.passed());
-  ASSERT_EQ(lines.size(), 2u);
+  // Two commands and the final read-back of the record left on d0.
+  ASSERT_EQ(lines.size(), 3u);
   EXPECT_NE(lines[1].find("tensor a: Device on d0"), std::string::npos);
   EXPECT_NE(lines[1].find("[1 callback]"), std::string::npos);
+  EXPECT_NE(lines[2].find("final read-back: from-device a d0 keep"),
+            std::string::npos)
+      << lines[2];
+  EXPECT_NE(lines[2].find("tensor a: Mirrored on d0"), std::string::npos);
+}
+
+TEST(Runner, FinalReadBackChecksResultsLeftOnTheDevice) {
+  // The output of a run on a view at an offset stays on the device; only the
+  // read-back after the last command shows that the backend ignored the
+  // offset.
+  const char *text = R"(device d0
+create a f32 [8] fill=1
+view v a [4] at=4
+to-device a d0
+add-network n d0 f32 [4] o=scale(x,2)
+create o f32 [4]
+run n x=v o=o
+)";
+  EXPECT_TRUE(run(text).passed());
+  RunResult r = run(text, "mutant:ignores-view-offsets");
+  ASSERT_TRUE(r.divergence);
+  // Step 7 reads back a, step 8 o.
+  EXPECT_EQ(r.divergence->step, 8u);
+  EXPECT_EQ(r.divergence->command.rfind("final read-back: from-device o", 0),
+            0u)
+      << r.divergence->toString();
+  EXPECT_NE(r.divergence->what.find("host contents of tensor 'o'"),
+            std::string::npos)
+      << r.divergence->toString();
+}
+
+TEST(Runner, ABackendThatCompletesTwiceIsADivergence) {
+  // The framework calls the caller back once and keeps the backend's second
+  // completion as a background error, which the runner reports.
+  RunResult r = run("device d0\ncreate a f32 [4]\nto-device a d0\n",
+                    "mutant:callback-twice");
+  ASSERT_TRUE(r.divergence);
+  EXPECT_EQ(r.divergence->step, 2u);
+  EXPECT_EQ(r.divergence->what, "takeBackgroundErrors()");
+  EXPECT_NE(r.divergence->observed.find("more than once"), std::string::npos)
+      << r.divergence->toString();
+}
+
+TEST(Runner, MissingCallbackIsReportedAtOnce) {
+  // The mutant drops the callback of a failing copy. A synchronous device
+  // must call back before the call returns, so the runner does not wait.
+  RunOptions options;
+  options.backend = "mutant:callback-never-on-error";
+  options.callbackTimeoutMs = 60000;
+  auto started = std::chrono::steady_clock::now();
+  RunResult r = runScenario(parse(R"(device d0
+create a f32 [4]
+inject-fault d0 to-device nth=1 DeviceError
+to-device a d0 -> error DeviceError
+)"),
+                            options);
+  auto waited = std::chrono::steady_clock::now() - started;
+  ASSERT_TRUE(r.divergence);
+  EXPECT_EQ(r.divergence->step, 3u);
+  EXPECT_EQ(r.divergence->what, "completion callbacks");
+  EXPECT_EQ(r.divergence->expected, "1 call(s)");
+  EXPECT_EQ(r.divergence->observed, "0 call(s)");
+  EXPECT_LT(waited, std::chrono::milliseconds(options.callbackTimeoutMs));
+}
+
+TEST(Runner, AnOperationThatNeverCompletesIsReportedAfterTheTimeout) {
+  // On an asynchronous device the dropped completion leaves the operation
+  // in flight: only the callback timeout ends the wait.
+  RunOptions options;
+  options.backend = "mutant:callback-never-on-error";
+  options.callbackTimeoutMs = 200;
+  RunResult r = runScenario(parse(R"(device d0 async=1 seed=3
+create a f32 [4]
+inject-fault d0 to-device nth=1 DeviceError
+to-device a d0 -> error DeviceError
+)"),
+                            options);
+  ASSERT_TRUE(r.divergence);
+  EXPECT_EQ(r.divergence->step, 3u);
+  EXPECT_EQ(r.divergence->what, "completion callbacks");
+  EXPECT_EQ(r.divergence->observed, "0 call(s)");
 }
 
 } // namespace

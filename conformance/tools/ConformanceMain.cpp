@@ -26,10 +26,11 @@ const char *Usage =
     "usage: drt-conformance [--backend NAME|all] [--against NAME] [--seed N]\n"
     "                       [--cases N] [--max-steps N] [--filter PATTERN]\n"
     "                       [--list] [--junit FILE] [--report FILE]\n"
-    "                       [--failures-dir DIR]\n"
+    "                       [--failures-dir DIR] [--fail-fast]\n"
     "Runs the residency conformance properties. --report FILE writes a\n"
     "Markdown summary to FILE and JSON to FILE.json. GTEST_TOTAL_SHARDS and\n"
-    "GTEST_SHARD_INDEX split the cases of every property across shards.\n";
+    "GTEST_SHARD_INDEX split the cases of every property across shards.\n"
+    "--fail-fast stops after the first failing property.\n";
 
 /// '*' matches any run of characters; a pattern without '*' matches a
 /// substring. Several patterns may be separated by ':'.
@@ -105,6 +106,7 @@ bool writeFile(const std::string &path, const std::string &text) {
 int main(int argc, char **argv) {
   std::string backend = "all", against, filter, junit, report, failuresDir;
   long seed = 1, cases = 25, maxSteps = 40;
+  bool failFast = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto value = [&]() -> const char * {
@@ -140,6 +142,8 @@ int main(int argc, char **argv) {
       report = value();
     else if (arg == "--failures-dir")
       failuresDir = value();
+    else if (arg == "--fail-fast")
+      failFast = true;
     else if (arg == "--list") {
       list();
       return 0;
@@ -233,12 +237,17 @@ int main(int argc, char **argv) {
                     << "\n";
         std::cout << std::flush;
       }
+      bool stop = failFast && r.status == PropertyResult::Status::Failed;
       summary.results.push_back(std::move(r));
+      if (stop)
+        break;
     }
     summary.secondsPerBackend[b] =
         std::chrono::duration<double>(std::chrono::steady_clock::now() -
                                       started)
             .count();
+    if (failFast && !summary.passed())
+      break;
   }
 
   std::cout << "\n" << summaryTable(summary);

@@ -93,6 +93,42 @@ double secondsSince(std::chrono::steady_clock::time_point start) {
       .count();
 }
 
+/// Program binaries built in this process, per device. A second manager of a
+/// device builds from the binary: POCL otherwise runs its compiler front end
+/// over the source on every build (even with a warm kernel cache), which is
+/// most of the cost of a short-lived manager.
+class ProgramBinaryCache {
+public:
+  static ProgramBinaryCache &instance() {
+    static ProgramBinaryCache cache;
+    return cache;
+  }
+  std::vector<unsigned char> find(cl_device_id device) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = binaries_.find(device);
+    return it == binaries_.end() ? std::vector<unsigned char>() : it->second;
+  }
+  /// Keeps \p program's binary for \p device (nothing when it has none).
+  void keep(cl_device_id device, cl_program program) {
+    size_t size = 0;
+    if (clGetProgramInfo(program, CL_PROGRAM_BINARY_SIZES, sizeof size, &size,
+                         nullptr) != CL_SUCCESS ||
+        size == 0)
+      return;
+    std::vector<unsigned char> binary(size);
+    unsigned char *data = binary.data();
+    if (clGetProgramInfo(program, CL_PROGRAM_BINARIES, sizeof data, &data,
+                         nullptr) != CL_SUCCESS)
+      return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    binaries_.emplace(device, std::move(binary));
+  }
+
+private:
+  std::mutex mutex_;
+  std::map<cl_device_id, std::vector<unsigned char>> binaries_;
+};
+
 } // namespace
 
 struct OpenCLDeviceManager::State {
@@ -107,6 +143,7 @@ struct OpenCLDeviceManager::State {
   uint64_t baseAlignment = 1;
   bool pinnedStaging = false;
   uint64_t programBuilds = 0;
+  bool programFromBinary = false;
   double initSeconds = 0;
   double buildSeconds = 0;
   FaultPlan faults;
@@ -321,15 +358,39 @@ Error OpenCLDeviceManager::init() {
   if (rc != CL_SUCCESS)
     return openCLError(rc, "clCreateCommandQueue", where);
 
-  const char *source = KernelSource;
-  s.program = clCreateProgramWithSource(s.context, 1, &source, nullptr, &rc);
-  if (rc != CL_SUCCESS)
-    return openCLError(rc, "clCreateProgramWithSource", where);
   auto buildStart = std::chrono::steady_clock::now();
-  rc = clBuildProgram(s.program, 1, &s.device, KernelBuildOptions, nullptr,
-                      nullptr);
+  std::vector<unsigned char> binary =
+      ProgramBinaryCache::instance().find(s.device);
+  if (!binary.empty()) {
+    const unsigned char *data = binary.data();
+    size_t size = binary.size();
+    cl_int status = CL_SUCCESS;
+    s.program = clCreateProgramWithBinary(s.context, 1, &s.device, &size, &data,
+                                          &status, &rc);
+    if (rc == CL_SUCCESS && status == CL_SUCCESS) {
+      rc = clBuildProgram(s.program, 1, &s.device, KernelBuildOptions, nullptr,
+                          nullptr);
+      ++s.programBuilds;
+      s.programFromBinary = rc == CL_SUCCESS;
+    }
+    // A binary the driver refuses is not an error: build from source.
+    if (!s.programFromBinary && s.program) {
+      clReleaseProgram(s.program);
+      s.program = nullptr;
+    }
+  }
+  if (!s.programFromBinary) {
+    const char *source = KernelSource;
+    s.program = clCreateProgramWithSource(s.context, 1, &source, nullptr, &rc);
+    if (rc != CL_SUCCESS)
+      return openCLError(rc, "clCreateProgramWithSource", where);
+    rc = clBuildProgram(s.program, 1, &s.device, KernelBuildOptions, nullptr,
+                        nullptr);
+    ++s.programBuilds;
+    if (rc == CL_SUCCESS)
+      ProgramBinaryCache::instance().keep(s.device, s.program);
+  }
   s.buildSeconds = secondsSince(buildStart);
-  ++s.programBuilds;
   if (rc != CL_SUCCESS) {
     size_t logSize = 0;
     std::string log;
@@ -403,6 +464,10 @@ Error OpenCLDeviceManager::injectFault(const FaultSpec &fault) {
 
 const OpenCLDeviceInfo &OpenCLDeviceManager::deviceInfo() const {
   return state_->info;
+}
+
+bool OpenCLDeviceManager::programFromBinary() const {
+  return state_->programFromBinary;
 }
 
 uint64_t OpenCLDeviceManager::programBuilds() const {

@@ -174,6 +174,24 @@ TEST(OpenCLKernels, InitTimeIsMeasured) {
                                   std::to_string(device->buildSeconds() * 1e3));
 }
 
+TEST(OpenCLKernels, ALaterManagerOfTheDeviceBuildsFromTheCachedBinary) {
+  auto first = openDevice(configNamed("first"));
+  ASSERT_TRUE(first);
+  auto second = openDevice(configNamed("second"));
+  ASSERT_TRUE(second);
+  EXPECT_TRUE(second->programFromBinary());
+  EXPECT_EQ(second->programBuilds(), 1u);
+  // The kernels from the binary compute what the source's do.
+  ASSERT_TRUE(addNetworkSync(*second, scaleNetwork("s", 2.5)).isSuccess());
+  ExecutionContext context;
+  context.bindings().allocate("x", f32(4));
+  fill<float>(*context.bindings().get("x"), {1, -2, 3, 0.5f});
+  Tensor &y = context.bindings().allocate("y", f32(4));
+  ASSERT_TRUE(runFunctionSync(*second, "s", context).isSuccess());
+  ASSERT_TRUE(transferFromDeviceSync(*second, y, true).isSuccess());
+  EXPECT_EQ(contents<float>(y), (std::vector<float>{2.5f, -5, 7.5f, 1.25f}));
+}
+
 //===----------------------------------------------------------------------===//
 // Memory: stale handles, errors, budget.
 //===----------------------------------------------------------------------===//

@@ -24,7 +24,8 @@ namespace drt::conformance {
 
 /// The first point where a backend and the model (or two backends) differ.
 struct Divergence {
-  /// 1-based step number; 0 for device setup, commands.size()+1 for teardown.
+  /// 1-based step number; 0 for device setup; past commands.size() for the
+  /// final read-back of records left on a device, then teardown.
   size_t step = 0;
   /// The command in text form ("teardown" or "setup" for the pseudo steps).
   std::string command;

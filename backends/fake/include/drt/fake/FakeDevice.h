@@ -36,8 +36,9 @@ namespace drt::fake {
 /// The budget of a fake device configured with memoryBudget 0.
 inline constexpr uint64_t DefaultMemoryBudget = uint64_t(1) << 30;
 
-/// The reference device.
-class FakeDevice final : public DeviceManager {
+/// The reference device. Not final: a test layer (the self-test's mutants)
+/// may derive from it to change one hook and keep the rest exact.
+class FakeDevice : public DeviceManager {
 public:
   explicit FakeDevice(DeviceConfig config);
   ~FakeDevice() override;

@@ -67,8 +67,9 @@ std::string openCLErrorName(int32_t code);
 /// The capabilities every OpenCL device manager declares.
 Capabilities openCLCapabilities();
 
-/// One OpenCL device as a drt::DeviceManager.
-class OpenCLDeviceManager final : public DeviceManager {
+/// One OpenCL device as a drt::DeviceManager. Not final: a test layer (the
+/// self-test's mutants) may derive from it to change one hook.
+class OpenCLDeviceManager : public DeviceManager {
 public:
   /// An uninitialised manager; init() chooses and opens the device.
   explicit OpenCLDeviceManager(DeviceConfig config);
@@ -95,8 +96,12 @@ public:
 
   /// The device chosen by init().
   const OpenCLDeviceInfo &deviceInfo() const;
-  /// Number of clBuildProgram calls this manager made (1 after init).
+  /// Number of clBuildProgram calls this manager made (1 after init; 2 when a
+  /// cached binary was refused and the source was built instead).
   uint64_t programBuilds() const;
+  /// True when init() built the kernels from the binary an earlier manager
+  /// of the same device produced in this process, not from source.
+  bool programFromBinary() const;
   /// Wall-clock seconds init() took, and of that, seconds spent building the
   /// kernel program.
   double initSeconds() const;

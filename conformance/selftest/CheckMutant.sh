@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Runs the conformance suite against one mutant and passes only if the suite
+# fails on it, reports a minimal scenario of at most 8 steps with its replay
+# command, and that scenario fails again under drt-replay on the mutant while
+# passing on the reference backend with the real framework.
+#   CheckMutant.sh NAME BACKEND REFERENCE FRAMEWORK_DIR WORK_DIR \
+#                  DRT_CONFORMANCE DRT_REPLAY
+# BACKEND is the backend the suite runs on ("mutant:double-free", or "fake"
+# for a framework mutant); REFERENCE the one the scenario must pass on.
+# FRAMEWORK_DIR is a framework mutant's build directory (its lib/ replaces
+# libdrt_framework.so), or "-" for a backend mutant. DRT_SELFTEST_SEED picks
+# the seed (default 1). The last line says what killed the mutant and when:
+#   mutant NAME killed by PROPERTY in MS ms; minimal scenario of N steps: FILE
+set -u
+name=$1 backend=$2 reference=$3 framework=$4 work=$5 conformance=$6 replay=$7
+seed=${DRT_SELFTEST_SEED:-1}
+mutant_env=()
+if [[ $framework != - ]]; then
+  if [[ -f $framework/PATCH_FAILED ]]; then
+    cat "$framework/PATCH_FAILED"
+    exit 1
+  fi
+  mutant_env=(env "LD_LIBRARY_PATH=$framework/lib")
+fi
+rm -rf "$work" && mkdir -p "$work"
+log=$work/conformance.log
+start=$(date +%s%N)
+"${mutant_env[@]}" timeout 300 "$conformance" --backend "$backend" \
+  --seed "$seed" --fail-fast --failures-dir "$work" > "$log" 2>&1
+rc=$?
+elapsed_ms=$(( ($(date +%s%N) - start) / 1000000 ))
+if [[ $rc -eq 0 ]]; then
+  echo "mutant $name survived: the suite passed on it"
+  exit 1
+fi
+line=$(grep -m1 -oE 'replay: drt-replay [^ ]+ --backend [^ ]+' "$log")
+if [[ -z $line ]]; then
+  echo "mutant $name: the suite exited $rc without a replayable scenario"
+  tail -n 20 "$log"
+  exit 1
+fi
+file=$(awk '{print $3}' <<< "$line")
+property=$(grep -m1 -oE '^\[ *[0-9]+/[0-9]+\] [a-z-]+ on [^ ]+: FAILED' "$log" |
+  awk '{print $(NF-3)}')
+steps=$(grep -m1 -oE 'minimal scenario \([0-9]+ steps' "$log" | grep -oE '[0-9]+')
+grep -m1 -A6 -E ': FAILED' "$log"
+if "${mutant_env[@]}" "$replay" "$file" --backend "$backend" \
+  > "$work/replay-mutant.log" 2>&1; then
+  echo "mutant $name: $file passes under drt-replay on the mutant"
+  exit 1
+fi
+if ! "$replay" "$file" --backend "$reference" > "$work/replay-reference.log" 2>&1; then
+  echo "mutant $name: $file fails on $reference with the real framework too"
+  cat "$work/replay-reference.log"
+  exit 1
+fi
+if [[ -z $steps || $steps -gt 8 ]]; then
+  echo "mutant $name: the minimal scenario has ${steps:-an unknown number of} steps, more than 8"
+  exit 1
+fi
+echo "mutant $name killed by $property in ${elapsed_ms} ms; minimal scenario of $steps steps: $file"

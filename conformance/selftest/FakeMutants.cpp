@@ -1,0 +1,310 @@
+//===- FakeMutants.cpp - The reference device with one bug each -----------===//
+//
+// The suite's self-test for backend rules: each mutant derives from the real
+// FakeDevice, changes one hook so that it breaks one rule of
+// docs/semantics.md, and keeps everything else exact. They register as
+// "mutant:NAME" with testOnly set, so "--backend all" never picks them, while
+// "--backend mutant:NAME" and drt-replay run the suite against them.
+//
+//===----------------------------------------------------------------------===//
+#include "drt/BackendRegistry.h"
+#include "drt/fake/FakeDevice.h"
+
+#include <map>
+#include <memory>
+#include <mutex>
+
+namespace drt::conformance::selftest {
+namespace {
+
+using fake::FakeDevice;
+
+/// free() keeps the bytes in usedMemory(): accounting drifts upwards.
+class AccountingDrift final : public FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+  ~AccountingDrift() override { shutdown(); }
+  uint64_t usedMemory() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return FakeDevice::usedMemory() + leaked_;
+  }
+
+protected:
+  Error free(DeviceLocation location) override {
+    Expected<uint64_t> size = allocationSize(location);
+    Error e = FakeDevice::free(location);
+    if (!e && size) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      leaked_ += *size;
+    }
+    return e;
+  }
+  void shutdownBackend() override {
+    FakeDevice::shutdownBackend();
+    std::lock_guard<std::mutex> lock(mutex_);
+    leaked_ = 0;
+  }
+
+private:
+  mutable std::mutex mutex_;
+  uint64_t leaked_ = 0;
+};
+
+/// free() finds an allocation by its slot alone, without the generation: a
+/// stale location (a double release) frees whatever lives in that slot now,
+/// or "succeeds" when nothing does.
+class DoubleFree final : public FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+  ~DoubleFree() override { shutdown(); }
+
+protected:
+  Expected<DeviceLocation> allocate(uint64_t bytes) override {
+    Expected<DeviceLocation> loc = FakeDevice::allocate(bytes);
+    if (loc) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      slots_[slotOf(*loc)] = *loc;
+    }
+    return loc;
+  }
+  Error free(DeviceLocation location) override {
+    DeviceLocation current;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = slots_.find(slotOf(location));
+      if (it == slots_.end())
+        return Error::success();
+      current = it->second;
+      slots_.erase(it);
+    }
+    return FakeDevice::free(current);
+  }
+  void shutdownBackend() override {
+    FakeDevice::shutdownBackend();
+    std::lock_guard<std::mutex> lock(mutex_);
+    slots_.clear();
+  }
+
+private:
+  static uint32_t slotOf(DeviceLocation l) { return uint32_t(l.value); }
+  std::mutex mutex_;
+  std::map<uint32_t, DeviceLocation> slots_;
+};
+
+/// copyToDevice() completes twice.
+class CallbackTwice final : public FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+  ~CallbackTwice() override { shutdown(); }
+
+protected:
+  void copyToDevice(DeviceLocation dst, const std::byte *src, uint64_t bytes,
+                    CompletionCallback done) override {
+    FakeDevice::copyToDevice(dst, src, bytes, [done](Error e) {
+      done(e);
+      done(std::move(e));
+    });
+  }
+};
+
+/// A failing copy or run never completes: its callback is dropped.
+class CallbackNeverOnError final : public FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+  ~CallbackNeverOnError() override { shutdown(); }
+
+protected:
+  static CompletionCallback onlySuccess(CompletionCallback done) {
+    return [done = std::move(done)](Error e) {
+      if (e.isSuccess())
+        done(std::move(e));
+    };
+  }
+  void copyToDevice(DeviceLocation dst, const std::byte *src, uint64_t bytes,
+                    CompletionCallback done) override {
+    FakeDevice::copyToDevice(dst, src, bytes, onlySuccess(std::move(done)));
+  }
+  void copyFromDevice(DeviceLocation src, std::byte *dst, uint64_t bytes,
+                      CompletionCallback done) override {
+    FakeDevice::copyFromDevice(src, dst, bytes, onlySuccess(std::move(done)));
+  }
+  void execute(const Function &function, std::vector<RunArgument> arguments,
+               CompletionCallback done) override {
+    FakeDevice::execute(function, std::move(arguments),
+                        onlySuccess(std::move(done)));
+  }
+};
+
+/// A failing copy to the device is reported as a success.
+class ErrorSwallowed final : public FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+  ~ErrorSwallowed() override { shutdown(); }
+
+protected:
+  void copyToDevice(DeviceLocation dst, const std::byte *src, uint64_t bytes,
+                    CompletionCallback done) override {
+    FakeDevice::copyToDevice(dst, src, bytes,
+                             [done](Error) { done(Error::success()); });
+  }
+};
+
+/// execute() keeps a device copy of every output it writes (a scratch buffer
+/// that is never freed).
+class RunLeaksOutputCopies final : public FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+  ~RunLeaksOutputCopies() override { shutdown(); }
+
+protected:
+  void execute(const Function &function, std::vector<RunArgument> arguments,
+               CompletionCallback done) override {
+    for (const Node &node : function.nodes())
+      if (const Placeholder *out = function.findPlaceholder(node.output))
+        (void)allocate(out->type.sizeInBytes());
+    FakeDevice::execute(function, std::move(arguments), std::move(done));
+  }
+};
+
+/// copyFromDevice() flips a bit of the first byte it reads back.
+class CorruptReadBack final : public FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+  ~CorruptReadBack() override { shutdown(); }
+
+protected:
+  void copyFromDevice(DeviceLocation src, std::byte *dst, uint64_t bytes,
+                      CompletionCallback done) override {
+    FakeDevice::copyFromDevice(src, dst, bytes, [done, dst, bytes](Error e) {
+      if (e.isSuccess() && bytes > 0)
+        dst[0] ^= std::byte{0x40};
+      done(std::move(e));
+    });
+  }
+};
+
+/// The budget is reported but not enforced: allocations succeed up to the
+/// default budget whatever the configured one says.
+class IgnoresBudget final : public FakeDevice {
+public:
+  explicit IgnoresBudget(DeviceConfig config)
+      : FakeDevice(unlimited(config)), budget_(config.memoryBudget) {}
+  ~IgnoresBudget() override { shutdown(); }
+  uint64_t maximumMemory() const override {
+    return budget_ ? budget_ : FakeDevice::maximumMemory();
+  }
+
+private:
+  static DeviceConfig unlimited(DeviceConfig config) {
+    config.memoryBudget = 0;
+    return config;
+  }
+  uint64_t budget_;
+};
+
+/// execute() ignores the byte offsets of its arguments: a view of a resident
+/// tensor bound to a run reads and writes its owner's first elements.
+class IgnoresViewOffsets final : public FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+  ~IgnoresViewOffsets() override { shutdown(); }
+
+protected:
+  void execute(const Function &function, std::vector<RunArgument> arguments,
+               CompletionCallback done) override {
+    for (RunArgument &a : arguments)
+      a.offsetBytes = 0;
+    FakeDevice::execute(function, std::move(arguments), std::move(done));
+  }
+};
+
+/// allocationSize() reports the physical (rounded-up) size, so a location
+/// from allocateDeviceMemory of exactly a tensor's size is refused.
+class ReportsPhysicalSize final : public FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+  ~ReportsPhysicalSize() override { shutdown(); }
+
+protected:
+  Expected<uint64_t> allocationSize(DeviceLocation location) const override {
+    Expected<uint64_t> size = FakeDevice::allocationSize(location);
+    if (!size)
+      return size;
+    return (*size + 63) & ~uint64_t(63);
+  }
+};
+
+/// Shutdown stops the device but its accounting still counts the memory of
+/// the allocations it dropped.
+class ShutdownKeepsMemory final : public FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+  ~ShutdownKeepsMemory() override { shutdown(); }
+  uint64_t usedMemory() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return FakeDevice::usedMemory() + kept_;
+  }
+
+protected:
+  void shutdownBackend() override {
+    uint64_t used = FakeDevice::usedMemory();
+    FakeDevice::shutdownBackend();
+    std::lock_guard<std::mutex> lock(mutex_);
+    kept_ = used;
+  }
+
+private:
+  mutable std::mutex mutex_;
+  uint64_t kept_ = 0;
+};
+
+/// What every mutant declares: the fake device's capabilities.
+Capabilities mutantCapabilities() {
+  Capabilities caps;
+  caps.residentTensors = true;
+  caps.asynchronousCompletion = true;
+  caps.memoryBudget = true;
+  caps.faultInjection = true;
+  caps.deviceLoss = true;
+  return caps;
+}
+
+template <typename Mutant>
+BackendInfo mutant(std::string name, std::string description) {
+  return BackendInfo{
+      "mutant:" + std::move(name), std::move(description), mutantCapabilities(),
+      [](const DeviceConfig &config) -> std::unique_ptr<DeviceManager> {
+        return std::make_unique<Mutant>(config);
+      },
+      /*testOnly=*/true};
+}
+
+DRT_REGISTER_BACKEND(mutant<AccountingDrift>(
+    "accounting-drift", "free() does not return its bytes to usedMemory()"));
+DRT_REGISTER_BACKEND(mutant<DoubleFree>(
+    "double-free", "free() ignores the location's generation: a stale "
+                   "location frees whatever holds its slot now"));
+DRT_REGISTER_BACKEND(mutant<CallbackTwice>("callback-twice",
+                                           "copyToDevice() completes twice"));
+DRT_REGISTER_BACKEND(mutant<CallbackNeverOnError>(
+    "callback-never-on-error", "a failing copy or run never completes"));
+DRT_REGISTER_BACKEND(mutant<ErrorSwallowed>(
+    "error-swallowed", "a failing copy to the device reports success"));
+DRT_REGISTER_BACKEND(mutant<RunLeaksOutputCopies>(
+    "run-leaks-output-copies",
+    "execute() keeps an extra device copy of every output"));
+DRT_REGISTER_BACKEND(mutant<CorruptReadBack>(
+    "corrupt-read-back", "copyFromDevice() flips a bit of the first byte"));
+DRT_REGISTER_BACKEND(mutant<IgnoresBudget>(
+    "ignores-budget", "allocations are not held to the memory budget"));
+DRT_REGISTER_BACKEND(mutant<IgnoresViewOffsets>(
+    "ignores-view-offsets", "execute() ignores its arguments' byte offsets"));
+DRT_REGISTER_BACKEND(mutant<ReportsPhysicalSize>(
+    "reports-physical-size",
+    "allocationSize() reports the rounded-up physical size"));
+DRT_REGISTER_BACKEND(mutant<ShutdownKeepsMemory>(
+    "shutdown-keeps-memory", "usedMemory() still counts memory dropped by "
+                             "shutdown"));
+
+} // namespace
+} // namespace drt::conformance::selftest
