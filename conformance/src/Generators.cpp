@@ -211,17 +211,19 @@ pickBindings(const Model &m, const Command &add) {
     }
     if (fit.empty())
       return {};
-    // Inputs are often views at an offset into a resident record: the
-    // argument offsets a backend must honour.
-    std::vector<std::string> offsetViews;
+    // Inputs are often the interesting kind: a view at an offset into a
+    // resident record (offsets a backend must honour) or a tensor resident
+    // on another device (which the run must move).
+    std::vector<std::string> interesting;
     for (const std::string &name : fit) {
       const ModelTensor *t = m.tensor(name);
-      if (!isOutput && t->offsetBytes != 0 &&
-          resident(m.records().at(t->record)))
-        offsetViews.push_back(name);
+      const ModelRecord &r = m.records().at(t->record);
+      if (!isOutput && resident(r) &&
+          (t->offsetBytes != 0 || r.device != add.device))
+        interesting.push_back(name);
     }
-    std::string chosen = !offsetViews.empty() && *rc::gen::inRange(0, 2) == 0
-                             ? pick(offsetViews)
+    std::string chosen = !interesting.empty() && *rc::gen::inRange(0, 2) == 0
+                             ? pick(interesting)
                              : pick(fit);
     out.emplace_back(p.name, chosen);
     used.push_back(m.tensor(chosen)->record);

@@ -250,9 +250,13 @@ std::optional<ErrorCode> Model::strike(const std::string &name, FaultSite site,
       ++it;
     }
   }
-  if (hit)
+  if (hit) {
     step.labels.push_back("fault-struck-" + std::string(faultSiteName(site)) +
                           "-" + std::string(errorCodeName(*hit)));
+    // The operation fails and the device lives on.
+    if (*hit != ErrorCode::DeviceLost)
+      step.labels.push_back("fault-failed-" + std::string(faultSiteName(site)));
+  }
   return hit;
 }
 

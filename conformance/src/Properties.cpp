@@ -215,7 +215,7 @@ std::vector<PropertyFamily> makeFamilies() {
                  p.devices.push_back(device("d1"));
                  return p;
                },
-               {"cross-device-move-from-Device", "run-input-"}});
+               {"cross-device-move-from-Device", "run-input-moved"}});
   f.push_back({"faults",
                "injected out-of-memory, failing transfers and runs, lost "
                "devices leave records consistent",
@@ -229,8 +229,8 @@ std::vector<PropertyFamily> makeFamilies() {
                  auto w = baseWeights();
                  w[K::InjectFault] = 6;
                  w[K::FromDevice] = 6;
-                 w[K::AddNetwork] = 1;
-                 w[K::Run] = 3;
+                 w[K::AddNetwork] = 2;
+                 w[K::Run] = 6;
                  w[K::Refill] = 2;
                  GeneratorProfile p = oneDevice(w);
                  p.shapes = {{4}};
@@ -238,7 +238,8 @@ std::vector<PropertyFamily> makeFamilies() {
                                  ErrorCode::DeviceLost};
                  return p;
                },
-               {"fault-struck-to-device", "fault-struck-"}});
+               {"fault-failed-to-device", "fault-failed-from-device",
+                "fault-struck-alloc"}});
   f.push_back({"device-loss",
                "shutdown makes Device records Lost and Mirrored ones Host; "
                "refill recovers",

@@ -357,8 +357,10 @@ public:
   /// Everything observable after a step.
   void observe(const Model &model, Observation &obs) {
     // Settle: no operation may stay in flight between steps (unless one has
-    // already missed its callback, which the step reports).
-    for (int i = 0; i < 200 && !missedCallback_ && inFlight() > 0; ++i)
+    // already missed its callback, which the step reports). A synchronous
+    // backend has nothing legitimately in flight once a call returns.
+    bool async = capabilities().asynchronousCompletion;
+    for (int i = 0; i < 200 && async && !missedCallback_ && inFlight() > 0; ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     std::map<const void *, std::vector<std::string>> byStorage;
     for (const auto &[name, t] : tensors_) {

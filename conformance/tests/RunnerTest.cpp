@@ -173,6 +173,25 @@ to-device a d0 -> error DeviceError
   EXPECT_LT(waited, std::chrono::milliseconds(options.callbackTimeoutMs));
 }
 
+TEST(Runner, AStagingCopyThatNeverCompletesFailsTheRunInsteadOfHanging) {
+  // The run's input copy never completes on a synchronous device: the
+  // framework fails the run rather than block, and the operation left in
+  // flight is the divergence.
+  RunResult r = run(R"(device d0
+create x f32 [4] fill=1
+create o f32 [4]
+add-network n d0 f32 [4] o=scale(x,3)
+inject-fault d0 to-device nth=1 DeviceError
+run n x=x o=o -> error DeviceError
+)",
+                    "mutant:callback-never-on-error");
+  ASSERT_TRUE(r.divergence);
+  EXPECT_EQ(r.divergence->step, 5u);
+  EXPECT_EQ(r.divergence->what, "operationsInFlight() of device 'd0' between "
+                                "steps")
+      << r.divergence->toString();
+}
+
 TEST(Runner, AnOperationThatNeverCompletesIsReportedAfterTheTimeout) {
   // On an asynchronous device the dropped completion leaves the operation
   // in flight: only the callback timeout ends the wait.

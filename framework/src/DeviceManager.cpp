@@ -13,6 +13,8 @@
 #include "TensorStorage.h"
 
 #include <algorithm>
+#include <chrono>
+#include <future>
 #include <set>
 
 namespace drt {
@@ -712,12 +714,14 @@ Error DeviceManager::stageRun(RunState &run, ExecutionContext &context) {
     if (s.state == ResidencyState::Device && s.manager != this) {
       // Inputs on another device move here (or, without resident tensors,
       // come back to host and are copied in below).
-      Error e = waitForCompletion([&](CompletionCallback cb) {
-        if (keepsResident)
-          moveHere(storage, std::nullopt, std::move(cb));
-        else
-          s.manager->fetchToHost(storage, s.location, true, std::move(cb));
-      });
+      Error e = awaitStaging(
+          "the move of input '" + placeholders[i].name + "' for " + where,
+          [&](CompletionCallback cb) {
+            if (keepsResident)
+              moveHere(storage, std::nullopt, std::move(cb));
+            else
+              s.manager->fetchToHost(storage, s.location, true, std::move(cb));
+          });
       if (e)
         return e;
       s = storage->record.snapshot();
@@ -732,10 +736,10 @@ Error DeviceManager::stageRun(RunState &run, ExecutionContext &context) {
     if (!temp)
       return temp.takeError();
     run.temporaries.push_back(*temp);
-    Error e = waitForCompletion([&](CompletionCallback cb) {
-      auto op = beginOperation("copy-in of input '" + placeholders[i].name +
-                                   "' for " + where,
-                               std::move(cb));
+    std::string copyIn =
+        "copy-in of input '" + placeholders[i].name + "' for " + where;
+    Error e = awaitStaging(copyIn, [&](CompletionCallback cb) {
+      auto op = beginOperation(copyIn, std::move(cb));
       copyToDevice(*temp, storage->data() + t.offsetInBytes(), t.sizeInBytes(),
                    completionFor(op));
     });
@@ -744,6 +748,23 @@ Error DeviceManager::stageRun(RunState &run, ExecutionContext &context) {
     run.arguments[i] = {*temp, 0};
   }
   return Error::success();
+}
+
+Error DeviceManager::awaitStaging(
+    const std::string &what,
+    const std::function<void(CompletionCallback)> &start) {
+  auto promise = std::make_shared<std::promise<Error>>();
+  std::future<Error> result = promise->get_future();
+  start([promise](Error e) { promise->set_value(std::move(e)); });
+  // A synchronous backend completes before its hook returns; waiting for one
+  // that did not would block the caller forever.
+  if (!capabilities().asynchronousCompletion &&
+      result.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
+    return makeError(ErrorCode::DeviceError,
+                     "device '" + name() + "' returned from " + what +
+                         " without completing it, though it does not declare "
+                         "asynchronous completion");
+  return result.get();
 }
 
 void DeviceManager::finishRun(std::shared_ptr<RunState> run, Error error) {

@@ -202,6 +202,8 @@ private:
                    DeviceLocation location, bool release,
                    CompletionCallback done);
   Error stageRun(RunState &run, ExecutionContext &context);
+  Error awaitStaging(const std::string &what,
+                     const std::function<void(CompletionCallback)> &start);
   void finishRun(std::shared_ptr<RunState> run, Error error);
 
   friend class TensorStorage;
