@@ -181,6 +181,8 @@ TEST(OpenCLKernels, ALaterManagerOfTheDeviceBuildsFromTheCachedBinary) {
   ASSERT_TRUE(second);
   EXPECT_TRUE(second->programFromBinary());
   EXPECT_EQ(second->programBuilds(), 1u);
+  ::testing::Test::RecordProperty("init_ms_from_binary",
+                                  std::to_string(second->initSeconds() * 1e3));
   // The kernels from the binary compute what the source's do.
   ASSERT_TRUE(addNetworkSync(*second, scaleNetwork("s", 2.5)).isSuccess());
   ExecutionContext context;
