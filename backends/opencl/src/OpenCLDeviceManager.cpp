@@ -93,40 +93,46 @@ double secondsSince(std::chrono::steady_clock::time_point start) {
       .count();
 }
 
-/// Program binaries built in this process, per device. A second manager of a
-/// device builds from the binary: POCL otherwise runs its compiler front end
-/// over the source on every build (even with a warm kernel cache), which is
-/// most of the cost of a short-lived manager.
-class ProgramBinaryCache {
+/// The context and the built kernel program of each device, shared by every
+/// manager of that device in the process (each has its own queue, buffers
+/// and kernels). Creating a context and building the program are most of the
+/// cost of a manager: about 100 ms on NVIDIA's driver for the context, and
+/// POCL's compiler front end over the source even with a warm kernel cache.
+/// The cache keeps one reference to each for the life of the process.
+class DeviceProgramCache {
 public:
-  static ProgramBinaryCache &instance() {
-    static ProgramBinaryCache cache;
+  struct Entry {
+    cl_context context = nullptr;
+    cl_program program = nullptr;
+  };
+  static DeviceProgramCache &instance() {
+    static DeviceProgramCache cache;
     return cache;
   }
-  std::vector<unsigned char> find(cl_device_id device) {
+  /// The device's context and program, each retained for the caller, or
+  /// null ones when none was kept.
+  Entry find(cl_device_id device) {
     std::lock_guard<std::mutex> lock(mutex_);
-    auto it = binaries_.find(device);
-    return it == binaries_.end() ? std::vector<unsigned char>() : it->second;
+    auto it = entries_.find(device);
+    if (it == entries_.end())
+      return {};
+    clRetainContext(it->second.context);
+    clRetainProgram(it->second.program);
+    return it->second;
   }
-  /// Keeps \p program's binary for \p device (nothing when it has none).
-  void keep(cl_device_id device, cl_program program) {
-    size_t size = 0;
-    if (clGetProgramInfo(program, CL_PROGRAM_BINARY_SIZES, sizeof size, &size,
-                         nullptr) != CL_SUCCESS ||
-        size == 0)
-      return;
-    std::vector<unsigned char> binary(size);
-    unsigned char *data = binary.data();
-    if (clGetProgramInfo(program, CL_PROGRAM_BINARIES, sizeof data, &data,
-                         nullptr) != CL_SUCCESS)
-      return;
+  /// Keeps \p entry for \p device unless one is kept already.
+  void keep(cl_device_id device, Entry entry) {
     std::lock_guard<std::mutex> lock(mutex_);
-    binaries_.emplace(device, std::move(binary));
+    if (entries_.count(device))
+      return;
+    clRetainContext(entry.context);
+    clRetainProgram(entry.program);
+    entries_.emplace(device, entry);
   }
 
 private:
   std::mutex mutex_;
-  std::map<cl_device_id, std::vector<unsigned char>> binaries_;
+  std::map<cl_device_id, Entry> entries_;
 };
 
 } // namespace
@@ -143,7 +149,7 @@ struct OpenCLDeviceManager::State {
   uint64_t baseAlignment = 1;
   bool pinnedStaging = false;
   uint64_t programBuilds = 0;
-  bool programFromBinary = false;
+  bool programReused = false;
   double initSeconds = 0;
   double buildSeconds = 0;
   FaultPlan faults;
@@ -348,38 +354,20 @@ Error OpenCLDeviceManager::init() {
   s.baseAlignment = std::max<uint64_t>(1, alignBits / 8);
 
   cl_int rc = CL_SUCCESS;
-  cl_context_properties properties[] = {
-      CL_CONTEXT_PLATFORM, reinterpret_cast<cl_context_properties>(s.platform),
-      0};
-  s.context = clCreateContext(properties, 1, &s.device, nullptr, nullptr, &rc);
-  if (rc != CL_SUCCESS)
-    return openCLError(rc, "clCreateContext", where);
-  s.queue = clCreateCommandQueue(s.context, s.device, 0, &rc);
-  if (rc != CL_SUCCESS)
-    return openCLError(rc, "clCreateCommandQueue", where);
-
   auto buildStart = std::chrono::steady_clock::now();
-  std::vector<unsigned char> binary =
-      ProgramBinaryCache::instance().find(s.device);
-  if (!binary.empty()) {
-    const unsigned char *data = binary.data();
-    size_t size = binary.size();
-    cl_int status = CL_SUCCESS;
-    s.program = clCreateProgramWithBinary(s.context, 1, &s.device, &size, &data,
-                                          &status, &rc);
-    if (rc == CL_SUCCESS && status == CL_SUCCESS) {
-      rc = clBuildProgram(s.program, 1, &s.device, KernelBuildOptions, nullptr,
-                          nullptr);
-      ++s.programBuilds;
-      s.programFromBinary = rc == CL_SUCCESS;
-    }
-    // A binary the driver refuses is not an error: build from source.
-    if (!s.programFromBinary && s.program) {
-      clReleaseProgram(s.program);
-      s.program = nullptr;
-    }
-  }
-  if (!s.programFromBinary) {
+  DeviceProgramCache::Entry shared =
+      DeviceProgramCache::instance().find(s.device);
+  s.context = shared.context;
+  s.program = shared.program;
+  s.programReused = s.context != nullptr;
+  if (!s.programReused) {
+    cl_context_properties properties[] = {
+        CL_CONTEXT_PLATFORM,
+        reinterpret_cast<cl_context_properties>(s.platform), 0};
+    s.context =
+        clCreateContext(properties, 1, &s.device, nullptr, nullptr, &rc);
+    if (rc != CL_SUCCESS)
+      return openCLError(rc, "clCreateContext", where);
     const char *source = KernelSource;
     s.program = clCreateProgramWithSource(s.context, 1, &source, nullptr, &rc);
     if (rc != CL_SUCCESS)
@@ -388,7 +376,7 @@ Error OpenCLDeviceManager::init() {
                         nullptr);
     ++s.programBuilds;
     if (rc == CL_SUCCESS)
-      ProgramBinaryCache::instance().keep(s.device, s.program);
+      DeviceProgramCache::instance().keep(s.device, {s.context, s.program});
   }
   s.buildSeconds = secondsSince(buildStart);
   if (rc != CL_SUCCESS) {
@@ -402,6 +390,9 @@ Error OpenCLDeviceManager::init() {
     }
     return openCLError(rc, "clBuildProgram", where + "; build log:\n" + log);
   }
+  s.queue = clCreateCommandQueue(s.context, s.device, 0, &rc);
+  if (rc != CL_SUCCESS)
+    return openCLError(rc, "clCreateCommandQueue", where);
   for (size_t k = 0; k < NumKernels; ++k) {
     const char *kernel = kernelName(static_cast<KernelId>(k));
     s.kernels[k] = clCreateKernel(s.program, kernel, &rc);
@@ -466,8 +457,8 @@ const OpenCLDeviceInfo &OpenCLDeviceManager::deviceInfo() const {
   return state_->info;
 }
 
-bool OpenCLDeviceManager::programFromBinary() const {
-  return state_->programFromBinary;
+bool OpenCLDeviceManager::programReused() const {
+  return state_->programReused;
 }
 
 uint64_t OpenCLDeviceManager::programBuilds() const {

@@ -96,14 +96,15 @@ public:
 
   /// The device chosen by init().
   const OpenCLDeviceInfo &deviceInfo() const;
-  /// Number of clBuildProgram calls this manager made (1 after init; 2 when a
-  /// cached binary was refused and the source was built instead).
+  /// Number of clBuildProgram calls this manager made: 1 after init, or 0
+  /// when it reused the program of an earlier manager (programReused()).
   uint64_t programBuilds() const;
-  /// True when init() built the kernels from the binary an earlier manager
-  /// of the same device produced in this process, not from source.
-  bool programFromBinary() const;
-  /// Wall-clock seconds init() took, and of that, seconds spent building the
-  /// kernel program.
+  /// True when init() reused the context and kernel program that an earlier
+  /// manager of the same device built in this process; the manager still has
+  /// its own queue, kernels and buffers.
+  bool programReused() const;
+  /// Wall-clock seconds init() took, and of that, seconds spent creating the
+  /// context and building the kernel program (next to none when reused).
   double initSeconds() const;
   double buildSeconds() const;
   /// True when transfers go through pinned (CL_MEM_ALLOC_HOST_PTR) staging.
