@@ -258,21 +258,11 @@ private:
   uint64_t kept_ = 0;
 };
 
-/// What every mutant declares: the fake device's capabilities.
-Capabilities mutantCapabilities() {
-  Capabilities caps;
-  caps.residentTensors = true;
-  caps.asynchronousCompletion = true;
-  caps.memoryBudget = true;
-  caps.faultInjection = true;
-  caps.deviceLoss = true;
-  return caps;
-}
-
 template <typename Mutant>
 BackendInfo mutant(std::string name, std::string description) {
   return BackendInfo{
-      "mutant:" + std::move(name), std::move(description), mutantCapabilities(),
+      "mutant:" + std::move(name), std::move(description),
+      fake::fakeCapabilities(/*async=*/true, /*resident=*/true),
       [](const DeviceConfig &config) -> std::unique_ptr<DeviceManager> {
         return std::make_unique<Mutant>(config);
       },

@@ -9,7 +9,6 @@
 
 namespace drt::fake {
 
-namespace {
 Capabilities fakeCapabilities(bool async, bool resident) {
   Capabilities caps;
   caps.residentTensors = resident;
@@ -21,6 +20,7 @@ Capabilities fakeCapabilities(bool async, bool resident) {
   return caps;
 }
 
+namespace {
 DRT_REGISTER_BACKEND(BackendInfo{
     "fake",
     "reference device: simulated memory, seeded asynchronous completion, "

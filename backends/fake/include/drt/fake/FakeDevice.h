@@ -36,6 +36,10 @@ namespace drt::fake {
 /// The budget of a fake device configured with memoryBudget 0.
 inline constexpr uint64_t DefaultMemoryBudget = uint64_t(1) << 30;
 
+/// What a fake device declares with the parameters async and resident (the
+/// registry lists the fake backend with both set).
+Capabilities fakeCapabilities(bool async, bool resident);
+
 /// The reference device. Not final: a test layer (the self-test's mutants)
 /// may derive from it to change one hook and keep the rest exact.
 class FakeDevice : public DeviceManager {
