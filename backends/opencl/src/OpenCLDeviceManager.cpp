@@ -336,6 +336,9 @@ Error OpenCLDeviceManager::init() {
   Expected<bool> pinned = config().boolParameter("pinned-staging", false);
   if (!pinned)
     return pinned.takeError();
+  Expected<bool> sharedContext = config().boolParameter("shared-context", true);
+  if (!sharedContext)
+    return sharedContext.takeError();
   Expected<SelectedDevice> selected = selectDevice(config());
   if (!selected)
     return selected.takeError();
@@ -355,8 +358,9 @@ Error OpenCLDeviceManager::init() {
 
   cl_int rc = CL_SUCCESS;
   auto buildStart = std::chrono::steady_clock::now();
-  DeviceProgramCache::Entry shared =
-      DeviceProgramCache::instance().find(s.device);
+  DeviceProgramCache::Entry shared;
+  if (*sharedContext)
+    shared = DeviceProgramCache::instance().find(s.device);
   s.context = shared.context;
   s.program = shared.program;
   s.programReused = s.context != nullptr;
@@ -375,7 +379,7 @@ Error OpenCLDeviceManager::init() {
     rc = clBuildProgram(s.program, 1, &s.device, KernelBuildOptions, nullptr,
                         nullptr);
     ++s.programBuilds;
-    if (rc == CL_SUCCESS)
+    if (rc == CL_SUCCESS && *sharedContext)
       DeviceProgramCache::instance().keep(s.device, {s.context, s.program});
   }
   s.buildSeconds = secondsSince(buildStart);

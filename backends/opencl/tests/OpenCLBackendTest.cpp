@@ -213,6 +213,27 @@ TEST(OpenCLKernels, ALaterManagerOfTheDeviceReusesTheContextAndProgram) {
   EXPECT_EQ(contents<float>(z), (std::vector<float>{2, 4, 6, 8}));
 }
 
+TEST(OpenCLKernels, SharedContextZeroBuildsItsOwn) {
+  auto first = openDevice(configNamed("first"));
+  ASSERT_TRUE(first);
+  auto own = openDevice(configNamed("own", {{"shared-context", "0"}}));
+  ASSERT_TRUE(own);
+  EXPECT_FALSE(own->programReused());
+  EXPECT_EQ(own->programBuilds(), 1u);
+  ASSERT_TRUE(addNetworkSync(*own, scaleNetwork("s", -1.0)).isSuccess());
+  ExecutionContext context;
+  fill<float>(context.bindings().allocate("x", f32(4)), {1, 2, 3, 4});
+  Tensor &y = context.bindings().allocate("y", f32(4));
+  ASSERT_TRUE(runFunctionSync(*own, "s", context).isSuccess());
+  ASSERT_TRUE(transferFromDeviceSync(*own, y, true).isSuccess());
+  EXPECT_EQ(contents<float>(y), (std::vector<float>{-1, -2, -3, -4}));
+
+  OpenCLDeviceManager bad(configNamed("bad", {{"shared-context", "maybe"}}));
+  Error e = bad.init();
+  EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << e.toString();
+  EXPECT_TRUE(contains(e.message(), "shared-context")) << e.message();
+}
+
 //===----------------------------------------------------------------------===//
 // Memory: stale handles, errors, budget.
 //===----------------------------------------------------------------------===//

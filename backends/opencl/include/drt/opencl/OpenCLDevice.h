@@ -15,6 +15,9 @@
 //                   (default: env DRT_OPENCL_DEVICE, else every device)
 //   device-index    which of the matching devices to use (default 0)
 //   pinned-staging  1 to stage transfers through CL_MEM_ALLOC_HOST_PTR buffers
+//   shared-context  0 to create a context and build the kernels of its own
+//                   instead of sharing those of the device's other managers
+//                   in the process (default 1)
 //
 //===----------------------------------------------------------------------===//
 #ifndef DRT_OPENCL_OPENCLDEVICE_H
