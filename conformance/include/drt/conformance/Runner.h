@@ -4,8 +4,10 @@
 // in lockstep), applies every command to the reference model too, and after
 // EVERY step compares the residency state of every tensor and view, host
 // contents where readable, device memory in use, live allocations, the
-// outcome and the completion callbacks. The first divergence names the step,
-// what was expected and what was observed.
+// outcome and the completion callbacks. After the last command it reads back
+// every record left on a device, then tears down and checks that memory is
+// back to its baseline. The first divergence names the step, what was
+// expected and what was observed.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DRT_CONFORMANCE_RUNNER_H
