@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "drt/BackendRegistry.h"
+#include "drt/FaultPlan.h"
 #include "drt/opencl/OpenCLDevice.h"
 
 #include <chrono>
@@ -28,10 +29,26 @@ public:
   using OpenCLDeviceManager::OpenCLDeviceManager;
   ~ReadNotWaited() override { shutdown(); }
 
+  Error injectFault(const FaultSpec &fault) override {
+    Error e = OpenCLDeviceManager::injectFault(fault);
+    if (e.isSuccess()) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      (void)planned_.add(fault);
+    }
+    return e;
+  }
+
 protected:
   void copyFromDevice(DeviceLocation src, std::byte *dst, uint64_t bytes,
                       CompletionCallback done) override {
-    if (InCompletion)
+    // A read-back that a planned fault strikes fails as the real backend's
+    // does: the mutant breaks only the timing of successful reads.
+    bool faulted;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      faulted = planned_.strike(FaultSite::TransferFromDevice).has_value();
+    }
+    if (InCompletion || faulted)
       return OpenCLDeviceManager::copyFromDevice(src, dst, bytes,
                                                  std::move(done));
     // The bug: success is reported before the read is in place.
@@ -64,6 +81,9 @@ protected:
 
 private:
   static thread_local bool InCompletion;
+  std::mutex mutex_;
+  /// The faults planned on the real backend, struck in step with it.
+  FaultPlan planned_;
 };
 
 thread_local bool ReadNotWaited::InCompletion = false;

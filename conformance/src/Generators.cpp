@@ -267,8 +267,9 @@ rc::Gen<Command> genCommandOfKind(CommandKind kind, const Model &m,
       c.source = pickTensor(ch);
       // Mostly a source with room for a view of the profile's longest
       // length at a non-zero offset.
-      size_t longest = *std::max_element(profile.viewLengths.begin(),
-                                         profile.viewLengths.end());
+      size_t longest = 1;
+      for (size_t k : profile.viewLengths)
+        longest = std::max(longest, k);
       std::vector<std::string> roomy;
       for (const std::string &name : ch.tensors)
         if (!m.tensor(name)->empty() && m.tensor(name)->numElements() > longest)

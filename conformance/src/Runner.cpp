@@ -42,16 +42,24 @@ struct CallbackProbe {
   /// The host bytes of a tensor brought back, read inside the first call
   /// (the data must already be there then).
   std::optional<std::vector<std::byte>> contentsAtCallback;
+  /// Cleared once the step is over: a late call must not touch the tensor,
+  /// which the scenario may have destroyed since.
+  bool open = true;
 
-  void record(Error e, std::optional<ResidencyState> state,
-              std::optional<std::vector<std::byte>> contents) {
+  /// Counts a call; the first one made while the step is open also runs
+  /// \p observe (under the probe's lock) to record what the tensor showed.
+  template <typename Observe> void record(Error e, Observe observe) {
     std::lock_guard<std::mutex> lock(mutex);
     if (calls++ == 0) {
       first = std::move(e);
-      stateAtCallback = state;
-      contentsAtCallback = std::move(contents);
+      if (open)
+        observe(first);
     }
     called.notify_all();
+  }
+  void close() {
+    std::lock_guard<std::mutex> lock(mutex);
+    open = false;
   }
   /// Waits for the first call and returns the call count. Gives up after
   /// \p timeoutMs, or \p graceMs after \p settled() first holds (nothing is
@@ -60,8 +68,12 @@ struct CallbackProbe {
            const std::function<bool()> &settled) {
     using Clock = std::chrono::steady_clock;
     auto deadline = Clock::now() + std::chrono::milliseconds(timeoutMs);
+    // Set while nothing is in flight; work that starts again (the second
+    // half of a move) clears it.
+    std::optional<Clock::time_point> graceEnd;
     std::unique_lock<std::mutex> lock(mutex);
-    while (calls == 0 && Clock::now() < deadline) {
+    while (calls == 0 && Clock::now() < deadline &&
+           (!graceEnd || Clock::now() < *graceEnd)) {
       called.wait_for(lock, std::chrono::milliseconds(5),
                       [&] { return calls > 0; });
       if (calls > 0)
@@ -69,9 +81,10 @@ struct CallbackProbe {
       lock.unlock();
       bool idle = settled();
       lock.lock();
-      if (idle)
-        deadline = std::min(deadline,
-                            Clock::now() + std::chrono::milliseconds(graceMs));
+      if (!idle)
+        graceEnd.reset();
+      else if (!graceEnd)
+        graceEnd = Clock::now() + std::chrono::milliseconds(graceMs);
     }
     return calls;
   }
@@ -270,6 +283,15 @@ public:
     return device(scenario_.devices.front().name).capabilities();
   }
 
+  /// True when any device may complete after a call returns (the devices of
+  /// a scenario may differ: "device d1 async=1").
+  bool anyAsynchronous() {
+    for (const DeviceSpec &spec : scenario_.devices)
+      if (device(spec.name).capabilities().asynchronousCompletion)
+        return true;
+    return false;
+  }
+
   std::string setup() {
     for (const DeviceSpec &spec : scenario_.devices) {
       DeviceConfig config;
@@ -306,21 +328,23 @@ public:
       probe = std::make_shared<CallbackProbe>();
       probes_.push_back(probe);
       return [p = probe, transferred, fetched](Error e) {
-        std::optional<ResidencyState> state;
-        std::optional<std::vector<std::byte>> contents;
-        if (transferred && !transferred->isEmpty())
-          state = transferred->residencySnapshot().state;
-        if (fetched && e.isSuccess() &&
-            (state == ResidencyState::Host ||
-             state == ResidencyState::Mirrored)) {
+        CallbackProbe *probe = p.get();
+        p->record(std::move(e), [&](const Error &outcome) {
+          if (!transferred || transferred->isEmpty())
+            return;
+          ResidencyState state = transferred->residencySnapshot().state;
+          probe->stateAtCallback = state;
+          if (!fetched || !outcome.isSuccess() ||
+              (state != ResidencyState::Host &&
+               state != ResidencyState::Mirrored))
+            return;
           // Never let a violation escape into the backend's thread.
           try {
             auto bytes = transferred->hostBytes();
-            contents.emplace(bytes.begin(), bytes.end());
+            probe->contentsAtCallback.emplace(bytes.begin(), bytes.end());
           } catch (const ContractViolationError &) {
           }
-        }
-        p->record(std::move(e), state, std::move(contents));
+        });
       };
     };
     Error result;
@@ -335,14 +359,14 @@ public:
     if (probe) {
       // A violation is raised before the operation starts: no callback. A
       // synchronous backend calls back before the call returns, so no wait.
-      if (obs.outcome.kind == Outcome::Kind::Violation ||
-          !capabilities().asynchronousCompletion)
+      if (obs.outcome.kind == Outcome::Kind::Violation || !anyAsynchronous())
         obs.callbacks = probe->count();
       else
         obs.callbacks = probe->wait(timeoutMs_, SettledGraceMs,
                                     [this] { return inFlight() == 0; });
       missedCallback_ =
           obs.callbacks == 0 && obs.outcome.kind != Outcome::Kind::Violation;
+      probe->close();
       if (obs.callbacks > 0 && obs.outcome.kind != Outcome::Kind::Violation) {
         std::lock_guard<std::mutex> lock(probe->mutex);
         result = probe->first;
@@ -359,7 +383,7 @@ public:
     // Settle: no operation may stay in flight between steps (unless one has
     // already missed its callback, which the step reports). A synchronous
     // backend has nothing legitimately in flight once a call returns.
-    bool async = capabilities().asynchronousCompletion;
+    bool async = anyAsynchronous();
     for (int i = 0; i < 200 && async && !missedCallback_ && inFlight() > 0; ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     std::map<const void *, std::vector<std::string>> byStorage;
@@ -766,9 +790,14 @@ RunResult runScenario(const Scenario &scenario, const RunOptions &options) {
     for (const auto &[id, r] : model.records())
       before[id] = r.state;
     ModelStep predicted = model.apply(c);
+    // The final read-back is the runner's, not the scenario's: it counts
+    // towards no coverage.
     for (const std::string &label : predicted.labels)
-      ++result.labels[label];
+      if (written)
+        ++result.labels[label];
     for (const auto &[id, state] : before) {
+      if (!written)
+        break;
       auto it = model.records().find(id);
       std::string op(commandKindName(c.kind));
       if (it == model.records().end()) {

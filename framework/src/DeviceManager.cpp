@@ -721,7 +721,8 @@ Error DeviceManager::stageRun(RunState &run, ExecutionContext &context) {
               moveHere(storage, std::nullopt, std::move(cb));
             else
               s.manager->fetchToHost(storage, s.location, true, std::move(cb));
-          });
+          },
+          s.manager);
       if (e)
         return e;
       s = storage->record.snapshot();
@@ -752,13 +753,18 @@ Error DeviceManager::stageRun(RunState &run, ExecutionContext &context) {
 
 Error DeviceManager::awaitStaging(
     const std::string &what,
-    const std::function<void(CompletionCallback)> &start) {
+    const std::function<void(CompletionCallback)> &start,
+    const DeviceManager *source) {
   auto promise = std::make_shared<std::promise<Error>>();
   std::future<Error> result = promise->get_future();
   start([promise](Error e) { promise->set_value(std::move(e)); });
-  // A synchronous backend completes before its hook returns; waiting for one
-  // that did not would block the caller forever.
-  if (!capabilities().asynchronousCompletion &&
+  // Synchronous backends complete before their hook returns; waiting for one
+  // that did not would block the caller forever. A move involves the source
+  // device too, which may complete later.
+  bool synchronous =
+      !capabilities().asynchronousCompletion &&
+      (!source || !source->capabilities().asynchronousCompletion);
+  if (synchronous &&
       result.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
     return makeError(ErrorCode::DeviceError,
                      "device '" + name() + "' returned from " + what +

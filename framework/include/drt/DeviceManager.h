@@ -203,7 +203,8 @@ private:
                    CompletionCallback done);
   Error stageRun(RunState &run, ExecutionContext &context);
   Error awaitStaging(const std::string &what,
-                     const std::function<void(CompletionCallback)> &start);
+                     const std::function<void(CompletionCallback)> &start,
+                     const DeviceManager *source = nullptr);
   void finishRun(std::shared_ptr<RunState> run, Error error);
 
   friend class TensorStorage;

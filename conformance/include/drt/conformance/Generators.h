@@ -32,7 +32,8 @@ struct GeneratorProfile {
   std::vector<ElemKind> elemKinds = {ElemKind::Float32, ElemKind::Int32};
   /// Shapes tensors are created with.
   std::vector<std::vector<size_t>> shapes = {{4}, {4}, {4}, {8}, {2, 4}};
-  /// Element counts of partial views (capped at the source's size).
+  /// Element counts of partial views (capped at the source's size); not
+  /// empty, none zero.
   std::vector<size_t> viewLengths = {1, 2, 4};
   /// Most tensors alive at once (create stops being chosen beyond it).
   size_t maxTensors = 12;
