@@ -39,6 +39,11 @@ if [[ -z $line ]]; then
   tail -n 20 "$log"
   exit 1
 fi
+if ! grep -q -E '^  what: ' "$log"; then
+  echo "mutant $name: the suite failed without a divergence (a setup error?)"
+  tail -n 20 "$log"
+  exit 1
+fi
 file=$(awk '{print $3}' <<< "$line")
 property=$(grep -m1 -oE '^\[ *[0-9]+/[0-9]+\] [a-z-]+ on [^ ]+: FAILED' "$log" |
   awk '{print $(NF-3)}')

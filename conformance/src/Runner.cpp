@@ -110,6 +110,9 @@ struct DeviceObservation {
 };
 
 struct Observation {
+  /// The command blocked past the callback timeout and was ended by
+  /// shutting the devices down.
+  bool blocked = false;
   Outcome outcome;
   std::string message;
   int callbacks = 0;
@@ -148,6 +151,9 @@ std::string describeTensor(const TensorObservation &t) {
 
 std::optional<Difference> compareObservations(const Observation &expected,
                                               const Observation &observed) {
+  if (observed.blocked)
+    return Difference{"the command's return", "before the callback timeout",
+                      "it blocked; the devices were shut down to end it"};
   // Without its callback an operation has no outcome to compare.
   if (expected.callbacks > 0 && observed.callbacks == 0)
     return Difference{"completion callbacks",
@@ -258,6 +264,65 @@ void selfMoveAssign(Tensor &target, Tensor &source) {
   target = std::move(source);
 }
 
+/// Runs an action if a step outlasts its deadline: a command that blocks on
+/// a completion the backend dropped (a run staging on an asynchronous
+/// device, a synchronous helper) is ended by shutting the devices down, which
+/// completes every pending operation with DeviceLost.
+class Watchdog {
+public:
+  explicit Watchdog(std::function<void()> onExpiry)
+      : onExpiry_(std::move(onExpiry)), thread_([this] { loop(); }) {}
+  ~Watchdog() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      exit_ = true;
+    }
+    changed_.notify_all();
+    thread_.join();
+  }
+  void arm(unsigned ms) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    deadline_ =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    fired_ = false;
+    changed_.notify_all();
+  }
+  /// Disarms it; true when it fired since arm().
+  bool disarm() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    deadline_.reset();
+    return fired_;
+  }
+
+private:
+  void loop() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!exit_) {
+      if (!deadline_) {
+        changed_.wait(lock);
+        continue;
+      }
+      auto deadline = *deadline_;
+      if (changed_.wait_until(lock, deadline) == std::cv_status::timeout &&
+          deadline_ == deadline) {
+        deadline_.reset();
+        fired_ = true;
+        lock.unlock();
+        onExpiry_();
+        lock.lock();
+      }
+    }
+  }
+
+  std::function<void()> onExpiry_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::optional<std::chrono::steady_clock::time_point> deadline_;
+  bool fired_ = false;
+  bool exit_ = false;
+  std::thread thread_;
+};
+
 /// One backend's devices and objects while a scenario runs on it.
 class Session {
 public:
@@ -348,12 +413,15 @@ public:
       };
     };
     Error result;
+    // Longer than the callback wait, which ends non-blocking commands first.
+    watchdog_.arm(timeoutMs_ + WatchdogMarginMs);
     try {
       result = dispatch(c, callback, probe);
     } catch (const ContractViolationError &v) {
       obs.outcome = Outcome::violationOf(v.kind());
       obs.message = v.what();
     }
+    obs.blocked = watchdog_.disarm();
     transferProbe_ = transferred ? probe : nullptr;
     missedCallback_ = false;
     if (probe) {
@@ -541,6 +609,8 @@ private:
   /// How long a callback may trail the end of its operation on another
   /// thread before it counts as missing.
   static constexpr unsigned SettledGraceMs = 250;
+  /// How much longer than the callback timeout a command may block.
+  static constexpr unsigned WatchdogMarginMs = 1000;
 
   size_t inFlight() {
     size_t n = 0;
@@ -704,6 +774,11 @@ private:
   std::shared_ptr<CallbackProbe> transferProbe_;
   /// True when the last step's operation did not call back.
   bool missedCallback_ = false;
+  /// Declared last: it stops (and joins) before the devices go.
+  Watchdog watchdog_{[this] {
+    for (const auto &[name, index] : deviceIndex_)
+      host_.device(index).shutdown();
+  }};
 };
 
 std::string traceLine(size_t step, const std::string &command,

@@ -192,6 +192,49 @@ run n x=x o=o -> error DeviceError
       << r.divergence->toString();
 }
 
+TEST(Runner, ACommandThatBlocksForEverIsEndedAndReported) {
+  // A run on an asynchronous device stages its input (a move from d1); the
+  // copy's completion is dropped, so runFunction would wait for ever. The
+  // runner's watchdog shuts the devices down, which ends the wait.
+  RunOptions options;
+  options.backend = "mutant:callback-never-on-error";
+  options.callbackTimeoutMs = 200;
+  RunResult r = runScenario(parse(R"(device d0 async=1 seed=3
+device d1 async=1 seed=4
+create x f32 [4] fill=1
+create o f32 [4]
+to-device x d1
+add-network n d0 f32 [4] o=scale(x,3)
+inject-fault d0 to-device nth=1 DeviceError
+run n x=x o=o -> error DeviceError
+)"),
+                            options);
+  ASSERT_TRUE(r.divergence);
+  EXPECT_EQ(r.divergence->step, 6u);
+  EXPECT_EQ(r.divergence->what, "the command's return")
+      << r.divergence->toString();
+}
+
+TEST(Runner, ASynchronousHelperOnADroppedCompletionFailsInsteadOfBlocking) {
+  // ensureOutputsAvailable reads back through transferFromDeviceSync; the
+  // synchronous device drops the failing read's completion, and the helper
+  // reports that instead of waiting for ever.
+  RunResult r = run(R"(device d0
+create x f32 [4] fill=1
+create o f32 [4]
+add-network n d0 f32 [4] o=scale(x,3)
+to-device x d0
+run n x=x o=o
+inject-fault d0 from-device nth=1 DeviceError
+ensure-outputs n -> error DeviceError
+)",
+                    "mutant:callback-never-on-error");
+  ASSERT_TRUE(r.divergence);
+  EXPECT_EQ(r.divergence->step, 7u);
+  EXPECT_NE(r.divergence->observed.find("never completed"), std::string::npos)
+      << r.divergence->toString();
+}
+
 TEST(Runner, AnOperationThatNeverCompletesIsReportedAfterTheTimeout) {
   // On an asynchronous device the dropped completion leaves the operation
   // in flight: only the callback timeout ends the wait.

@@ -13,8 +13,6 @@
 #include "TensorStorage.h"
 
 #include <algorithm>
-#include <chrono>
-#include <future>
 #include <set>
 
 namespace drt {
@@ -714,15 +712,16 @@ Error DeviceManager::stageRun(RunState &run, ExecutionContext &context) {
     if (s.state == ResidencyState::Device && s.manager != this) {
       // Inputs on another device move here (or, without resident tensors,
       // come back to host and are copied in below).
-      Error e = awaitStaging(
+      // Never blocks for ever on synchronous devices that drop a completion.
+      Error e = waitForCompletionOn(
+          {this, s.manager},
           "the move of input '" + placeholders[i].name + "' for " + where,
           [&](CompletionCallback cb) {
             if (keepsResident)
               moveHere(storage, std::nullopt, std::move(cb));
             else
               s.manager->fetchToHost(storage, s.location, true, std::move(cb));
-          },
-          s.manager);
+          });
       if (e)
         return e;
       s = storage->record.snapshot();
@@ -739,7 +738,7 @@ Error DeviceManager::stageRun(RunState &run, ExecutionContext &context) {
     run.temporaries.push_back(*temp);
     std::string copyIn =
         "copy-in of input '" + placeholders[i].name + "' for " + where;
-    Error e = awaitStaging(copyIn, [&](CompletionCallback cb) {
+    Error e = waitForCompletionOn({this}, copyIn, [&](CompletionCallback cb) {
       auto op = beginOperation(copyIn, std::move(cb));
       copyToDevice(*temp, storage->data() + t.offsetInBytes(), t.sizeInBytes(),
                    completionFor(op));
@@ -749,28 +748,6 @@ Error DeviceManager::stageRun(RunState &run, ExecutionContext &context) {
     run.arguments[i] = {*temp, 0};
   }
   return Error::success();
-}
-
-Error DeviceManager::awaitStaging(
-    const std::string &what,
-    const std::function<void(CompletionCallback)> &start,
-    const DeviceManager *source) {
-  auto promise = std::make_shared<std::promise<Error>>();
-  std::future<Error> result = promise->get_future();
-  start([promise](Error e) { promise->set_value(std::move(e)); });
-  // Synchronous backends complete before their hook returns; waiting for one
-  // that did not would block the caller forever. A move involves the source
-  // device too, which may complete later.
-  bool synchronous =
-      !capabilities().asynchronousCompletion &&
-      (!source || !source->capabilities().asynchronousCompletion);
-  if (synchronous &&
-      result.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
-    return makeError(ErrorCode::DeviceError,
-                     "device '" + name() + "' returned from " + what +
-                         " without completing it, though it does not declare "
-                         "asynchronous completion");
-  return result.get();
 }
 
 void DeviceManager::finishRun(std::shared_ptr<RunState> run, Error error) {

@@ -2,6 +2,7 @@
 //---------------===//
 #include "drt/SyncTransfer.h"
 
+#include <chrono>
 #include <future>
 
 namespace drt {
@@ -13,37 +14,70 @@ Error waitForCompletion(const std::function<void(CompletionCallback)> &start) {
   return result.get();
 }
 
+Error waitForCompletionOn(
+    std::initializer_list<const DeviceManager *> devices,
+    const std::string &what,
+    const std::function<void(CompletionCallback)> &start) {
+  auto promise = std::make_shared<std::promise<Error>>();
+  std::future<Error> result = promise->get_future();
+  start([promise](Error e) { promise->set_value(std::move(e)); });
+  const DeviceManager *first = nullptr;
+  bool synchronous = true;
+  for (const DeviceManager *d : devices) {
+    if (!d)
+      continue;
+    first = first ? first : d;
+    synchronous = synchronous && !d->capabilities().asynchronousCompletion;
+  }
+  if (first && synchronous &&
+      result.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
+    return makeError(ErrorCode::DeviceError,
+                     "device '" + first->name() + "' returned from " + what +
+                         " without completing it, though it does not declare "
+                         "asynchronous completion");
+  return result.get();
+}
+
 Error transferToDeviceSync(DeviceManager &device, Tensor &tensor,
                            std::optional<DeviceLocation> location) {
-  return waitForCompletion([&](CompletionCallback done) {
-    device.transferToDevice(tensor, location, std::move(done));
-  });
+  // A tensor resident elsewhere moves from that device too.
+  const DeviceManager *from =
+      tensor.isEmpty() ? nullptr : tensor.residencySnapshot().manager;
+  return waitForCompletionOn(
+      {&device, from}, "transferToDevice", [&](CompletionCallback done) {
+        device.transferToDevice(tensor, location, std::move(done));
+      });
 }
 
 Error transferFromDeviceSync(DeviceManager &device, Tensor &tensor,
                              bool release) {
-  return waitForCompletion([&](CompletionCallback done) {
-    device.transferFromDevice(tensor, release, std::move(done));
-  });
+  return waitForCompletionOn(
+      {&device}, "transferFromDevice", [&](CompletionCallback done) {
+        device.transferFromDevice(tensor, release, std::move(done));
+      });
 }
 
 Error addNetworkSync(DeviceManager &device, Function function) {
-  return waitForCompletion([&](CompletionCallback done) {
-    device.addNetwork(std::move(function), std::move(done));
-  });
+  return waitForCompletionOn(
+      {&device}, "addNetwork", [&](CompletionCallback done) {
+        device.addNetwork(std::move(function), std::move(done));
+      });
 }
 
 Error evictNetworkSync(DeviceManager &device, const std::string &name) {
-  return waitForCompletion([&](CompletionCallback done) {
-    device.evictNetwork(name, std::move(done));
-  });
+  return waitForCompletionOn({&device}, "evictNetwork",
+                             [&](CompletionCallback done) {
+                               device.evictNetwork(name, std::move(done));
+                             });
 }
 
 Error runFunctionSync(DeviceManager &device, const std::string &name,
                       ExecutionContext &context) {
-  return waitForCompletion([&](CompletionCallback done) {
-    device.runFunction(name, context, std::move(done));
-  });
+  // Staging has moved inputs from other devices before runFunction returns.
+  return waitForCompletionOn(
+      {&device}, "runFunction", [&](CompletionCallback done) {
+        device.runFunction(name, context, std::move(done));
+      });
 }
 
 } // namespace drt

@@ -202,9 +202,6 @@ private:
                    DeviceLocation location, bool release,
                    CompletionCallback done);
   Error stageRun(RunState &run, ExecutionContext &context);
-  Error awaitStaging(const std::string &what,
-                     const std::function<void(CompletionCallback)> &start,
-                     const DeviceManager *source = nullptr);
   void finishRun(std::shared_ptr<RunState> run, Error error);
 
   friend class TensorStorage;

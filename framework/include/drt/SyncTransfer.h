@@ -5,13 +5,24 @@
 #include "drt/DeviceManager.h"
 
 #include <functional>
+#include <initializer_list>
 #include <optional>
+#include <string>
 
 namespace drt {
 
 /// Starts \p start with a callback and blocks until that callback has been
 /// called; returns the Error it delivered.
 Error waitForCompletion(const std::function<void(CompletionCallback)> &start);
+
+/// As waitForCompletion, for work that involves only \p devices (null
+/// entries are ignored). When none of them declares asynchronous completion,
+/// work that has not called back by the time \p start returns never will:
+/// DeviceError naming the first device and \p what is returned instead of
+/// blocking for ever.
+Error waitForCompletionOn(std::initializer_list<const DeviceManager *> devices,
+                          const std::string &what,
+                          const std::function<void(CompletionCallback)> &start);
 
 /// Blocking DeviceManager::transferToDevice.
 Error transferToDeviceSync(DeviceManager &device, Tensor &tensor,

@@ -5,8 +5,8 @@
 // EVERY step compares the residency state of every tensor and view, host
 // contents where readable, device memory in use, live allocations, the
 // outcome and the completion callbacks. After the last command it reads back
-// every record left on a device, then tears down and checks that memory is
-// back to its baseline. The first divergence names the step, what was
+// every record left in Device state through a tensor covering it whole, then
+// tears down and checks that memory is back to its baseline. The first divergence names the step, what was
 // expected and what was observed.
 //
 //===----------------------------------------------------------------------===//
