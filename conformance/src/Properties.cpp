@@ -431,9 +431,11 @@ PropertyResult runProperty(const PropertyFamily &family,
   // more batches under derived seeds, so that coverage does not hinge on
   // one seed; a single shard sees only part of the cases and runs one.
   int batches = options.shardCount > 1 ? 1 : 1 + CoverageBatches;
+  uint64_t caseSeed = result.seed;
   for (int batch = 0; batch < batches; ++batch) {
     rc::detail::TestParams params;
-    params.seed = result.seed + uint64_t(batch) * 0x9e3779b97f4a7c15ull;
+    params.seed = caseSeed =
+        result.seed + uint64_t(batch) * 0x9e3779b97f4a7c15ull;
     params.maxSuccess = cases;
     params.maxSize = options.maxSteps;
     params.maxDiscardRatio = 20;
@@ -474,7 +476,7 @@ PropertyResult runProperty(const PropertyFamily &family,
     std::ofstream out(result.scenarioFile);
     out << "# minimal failing scenario of property '" << family.name
         << "' on backend '" << options.backend << "', seed " << options.seed
-        << " (case seed " << result.seed << ")\n";
+        << " (case seed " << caseSeed << ")\n";
     std::string text = minimalFailure;
     size_t pos = 0;
     while (pos < text.size()) {
