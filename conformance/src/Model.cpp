@@ -524,8 +524,19 @@ Outcome Model::run(const Command &c, Step &step) {
   }
   if (failure == Outcome::ok()) {
     executed = true;
-    if (auto code = strike(dev, FaultSite::Run, step))
+    if (auto code = strike(dev, FaultSite::Run, step)) {
+      // The run is in flight: losing the device completes it first (its
+      // in-place Mirrored outputs become Device, as for any failed run) and
+      // then loses what is resident, those outputs included.
+      if (*code == ErrorCode::DeviceLost)
+        for (const Output &o : outputs) {
+          ModelRecord &r = records_.at(o.record);
+          if (!o.allocatedForRun && r.state == ResidencyState::Mirrored &&
+              r.device == dev)
+            r.state = ResidencyState::Device;
+        }
       failure = failWith(dev, *code, step);
+    }
   }
   for (uint64_t bytes : temporaries)
     freeOnDevice(dev, bytes);

@@ -228,7 +228,7 @@ std::vector<PropertyFamily> makeFamilies() {
                [](const std::string &, uint64_t) {
                  auto w = baseWeights();
                  w[K::InjectFault] = 6;
-                 w[K::FromDevice] = 6;
+                 w[K::FromDevice] = 9;
                  w[K::AddNetwork] = 2;
                  w[K::Run] = 6;
                  w[K::Refill] = 2;
