@@ -41,7 +41,7 @@ struct CallbackProbe {
   std::optional<ResidencyState> stateAtCallback;
   /// The host bytes of a tensor brought back, read inside the first call
   /// (the data must already be there then).
-  std::optional<std::vector<std::byte>> contentsAtCallback;
+  std::optional<std::vector<std::optional<uint8_t>>> contentsAtCallback;
   /// Cleared once the step is over: a late call must not touch the tensor,
   /// which the scenario may have destroyed since.
   bool open = true;
@@ -143,6 +143,26 @@ std::string hexBytes(const std::vector<std::optional<uint8_t>> &bytes,
   return s;
 }
 
+/// The first byte known on both sides where host contents differ, as a
+/// Difference about tensor \p name (\p where and \p note qualify it).
+std::optional<Difference>
+contentsDifference(const std::string &name,
+                   const std::vector<std::optional<uint8_t>> &expected,
+                   const std::vector<std::optional<uint8_t>> &observed,
+                   const std::string &where = "",
+                   const std::string &note = "") {
+  for (size_t i = 0; i < expected.size() && i < observed.size(); ++i) {
+    if (!expected[i] || !observed[i] || *expected[i] == *observed[i])
+      continue;
+    size_t from = i - i % 4;
+    return Difference{"host contents of tensor '" + name + "' at byte " +
+                          std::to_string(i) + where,
+                      hexBytes(expected, from, 8) + note,
+                      hexBytes(observed, from, 8)};
+  }
+  return std::nullopt;
+}
+
 std::string describeTensor(const TensorObservation &t) {
   if (t.empty)
     return "empty";
@@ -182,14 +202,8 @@ std::optional<Difference> compareObservations(const Observation &expected,
       return Difference{"host size of tensor '" + name + "'",
                         std::to_string(e.contents.size()) + " bytes",
                         std::to_string(o.contents.size()) + " bytes"};
-    for (size_t i = 0; i < e.contents.size(); ++i) {
-      if (!e.contents[i] || !o.contents[i] || *e.contents[i] == *o.contents[i])
-        continue;
-      size_t from = i - i % 4;
-      return Difference{
-          "host contents of tensor '" + name + "' at byte " + std::to_string(i),
-          hexBytes(e.contents, from, 8), hexBytes(o.contents, from, 8)};
-    }
+    if (auto d = contentsDifference(name, e.contents, o.contents))
+      return d;
   }
   for (const auto &[name, o] : observed.tensors)
     if (!expected.tensors.count(name))
@@ -405,8 +419,10 @@ public:
             return;
           // Never let a violation escape into the backend's thread.
           try {
-            auto bytes = transferred->hostBytes();
-            probe->contentsAtCallback.emplace(bytes.begin(), bytes.end());
+            std::vector<std::optional<uint8_t>> seen;
+            for (std::byte b : transferred->hostBytes())
+              seen.push_back(uint8_t(b));
+            probe->contentsAtCallback = std::move(seen);
           } catch (const ContractViolationError &) {
           }
         });
@@ -514,23 +530,12 @@ public:
                               "' inside its completion callback",
                           stateLabel(r->state) + " (updated before the call)",
                           stateLabel(*seen)};
-      if (const auto &bytes = transferProbe_->contentsAtCallback) {
-        std::vector<std::optional<uint8_t>> expected =
-            model.contentsOf(c.target);
-        for (size_t i = 0; i < bytes->size() && i < expected.size(); ++i) {
-          if (!expected[i] || *expected[i] == uint8_t((*bytes)[i]))
-            continue;
-          std::vector<std::optional<uint8_t>> seenBytes(bytes->size());
-          for (size_t k = 0; k < bytes->size(); ++k)
-            seenBytes[k] = uint8_t((*bytes)[k]);
-          size_t from = i - i % 4;
-          return Difference{"host contents of tensor '" + c.target +
-                                "' at byte " + std::to_string(i) +
-                                " inside its completion callback",
-                            hexBytes(expected, from, 8) +
-                                " (the data is in place before the call)",
-                            hexBytes(seenBytes, from, 8)};
-        }
+      if (const auto &seenBytes = transferProbe_->contentsAtCallback) {
+        if (auto d = contentsDifference(
+                c.target, model.contentsOf(c.target), *seenBytes,
+                " inside its completion callback",
+                " (the data is in place before the call)"))
+          return d;
       }
     }
     for (size_t i = 0; i < probes_.size(); ++i)

@@ -21,10 +21,12 @@ Scenario parse(const std::string &text) {
 }
 
 RunResult run(const std::string &text, const std::string &backend = "fake",
-              const std::string &against = "") {
+              const std::string &against = "",
+              unsigned callbackTimeoutMs = RunOptions().callbackTimeoutMs) {
   RunOptions options;
   options.backend = backend;
   options.against = against;
+  options.callbackTimeoutMs = callbackTimeoutMs;
   return runScenario(parse(text), options);
 }
 
@@ -154,23 +156,21 @@ TEST(Runner, ABackendThatCompletesTwiceIsADivergence) {
 TEST(Runner, MissingCallbackIsReportedAtOnce) {
   // The mutant drops the callback of a failing copy. A synchronous device
   // must call back before the call returns, so the runner does not wait.
-  RunOptions options;
-  options.backend = "mutant:callback-never-on-error";
-  options.callbackTimeoutMs = 60000;
+  const unsigned timeoutMs = 60000;
   auto started = std::chrono::steady_clock::now();
-  RunResult r = runScenario(parse(R"(device d0
+  RunResult r = run(R"(device d0
 create a f32 [4]
 inject-fault d0 to-device nth=1 DeviceError
 to-device a d0 -> error DeviceError
-)"),
-                            options);
+)",
+                    "mutant:callback-never-on-error", "", timeoutMs);
   auto waited = std::chrono::steady_clock::now() - started;
   ASSERT_TRUE(r.divergence);
   EXPECT_EQ(r.divergence->step, 3u);
   EXPECT_EQ(r.divergence->what, "completion callbacks");
   EXPECT_EQ(r.divergence->expected, "1 call(s)");
   EXPECT_EQ(r.divergence->observed, "0 call(s)");
-  EXPECT_LT(waited, std::chrono::milliseconds(options.callbackTimeoutMs));
+  EXPECT_LT(waited, std::chrono::milliseconds(timeoutMs));
 }
 
 TEST(Runner, AStagingCopyThatNeverCompletesFailsTheRunInsteadOfHanging) {
@@ -196,10 +196,7 @@ TEST(Runner, ACommandThatBlocksForEverIsEndedAndReported) {
   // A run on an asynchronous device stages its input (a move from d1); the
   // copy's completion is dropped, so runFunction would wait for ever. The
   // runner's watchdog shuts the devices down, which ends the wait.
-  RunOptions options;
-  options.backend = "mutant:callback-never-on-error";
-  options.callbackTimeoutMs = 200;
-  RunResult r = runScenario(parse(R"(device d0 async=1 seed=3
+  RunResult r = run(R"(device d0 async=1 seed=3
 device d1 async=1 seed=4
 create x f32 [4] fill=1
 create o f32 [4]
@@ -207,8 +204,8 @@ to-device x d1
 add-network n d0 f32 [4] o=scale(x,3)
 inject-fault d0 to-device nth=1 DeviceError
 run n x=x o=o -> error DeviceError
-)"),
-                            options);
+)",
+                    "mutant:callback-never-on-error", "", 200);
   ASSERT_TRUE(r.divergence);
   EXPECT_EQ(r.divergence->step, 6u);
   EXPECT_EQ(r.divergence->what, "the command's return")
@@ -238,15 +235,12 @@ ensure-outputs n -> error DeviceError
 TEST(Runner, AnOperationThatNeverCompletesIsReportedAfterTheTimeout) {
   // On an asynchronous device the dropped completion leaves the operation
   // in flight: only the callback timeout ends the wait.
-  RunOptions options;
-  options.backend = "mutant:callback-never-on-error";
-  options.callbackTimeoutMs = 200;
-  RunResult r = runScenario(parse(R"(device d0 async=1 seed=3
+  RunResult r = run(R"(device d0 async=1 seed=3
 create a f32 [4]
 inject-fault d0 to-device nth=1 DeviceError
 to-device a d0 -> error DeviceError
-)"),
-                            options);
+)",
+                    "mutant:callback-never-on-error", "", 200);
   ASSERT_TRUE(r.divergence);
   EXPECT_EQ(r.divergence->step, 3u);
   EXPECT_EQ(r.divergence->what, "completion callbacks");

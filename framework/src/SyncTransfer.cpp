@@ -8,10 +8,7 @@
 namespace drt {
 
 Error waitForCompletion(const std::function<void(CompletionCallback)> &start) {
-  auto promise = std::make_shared<std::promise<Error>>();
-  std::future<Error> result = promise->get_future();
-  start([promise](Error e) { promise->set_value(std::move(e)); });
-  return result.get();
+  return waitForCompletionOn({}, "", start);
 }
 
 Error waitForCompletionOn(

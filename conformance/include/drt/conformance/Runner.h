@@ -6,8 +6,8 @@
 // contents where readable, device memory in use, live allocations, the
 // outcome and the completion callbacks. After the last command it reads back
 // every record left in Device state through a tensor covering it whole, then
-// tears down and checks that memory is back to its baseline. The first divergence names the step, what was
-// expected and what was observed.
+// tears down and checks that memory is back to its baseline. The first
+// divergence names the step, what was expected and what was observed.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DRT_CONFORMANCE_RUNNER_H
