@@ -59,6 +59,24 @@ TEST(Properties, AKeyStateNeverReachedFailsInsteadOfPassingVacuously) {
       << r.reason;
 }
 
+TEST(Properties, AMissingKeyStateRunsMoreBatchesBeforeFailing) {
+  // Coverage must not hinge on one seed: the first batch of 5 cases is
+  // followed by 3 more under derived seeds before the property fails.
+  PropertyFamily f = propertyFamilies().front();
+  f.name = "unreachable";
+  f.keyLabels = {"a-state-no-command-reaches"};
+  PropertyOptions options;
+  options.cases = 5;
+  PropertyResult r = runProperty(f, options);
+  EXPECT_EQ(r.status, PropertyResult::Status::Failed);
+  EXPECT_EQ(r.cases, 20);
+  // A key state the first batch reaches ends the run after it.
+  f.keyLabels = {"create"};
+  r = runProperty(f, options);
+  EXPECT_EQ(r.status, PropertyResult::Status::Passed) << r.reason;
+  EXPECT_EQ(r.cases, 5);
+}
+
 TEST(Properties, SkipsCarryTheirReason) {
   PropertyFamily f = propertyFamilies().front();
   f.skipReason = [](const Capabilities &) {
