@@ -35,6 +35,61 @@ size_t ModelTensor::numElements() const {
 
 size_t ModelTensor::bytes() const { return numElements() * elemSize(kind); }
 
+void KnownBytes::mark(size_t begin, size_t end) {
+  if (begin >= end)
+    return;
+  // Merge every range that overlaps or touches [begin, end).
+  auto first = std::lower_bound(
+      ranges_.begin(), ranges_.end(), begin,
+      [](const Range &r, size_t at) { return r.second < at; });
+  auto last = first;
+  while (last != ranges_.end() && last->first <= end) {
+    begin = std::min(begin, last->first);
+    end = std::max(end, last->second);
+    ++last;
+  }
+  first = ranges_.erase(first, last);
+  ranges_.insert(first, {begin, end});
+}
+
+void KnownBytes::forget(size_t begin, size_t end) {
+  if (begin >= end)
+    return;
+  std::vector<Range> kept;
+  kept.reserve(ranges_.size() + 1);
+  for (const Range &r : ranges_) {
+    if (r.second <= begin || r.first >= end) {
+      kept.push_back(r);
+      continue;
+    }
+    if (r.first < begin)
+      kept.push_back({r.first, begin});
+    if (r.second > end)
+      kept.push_back({end, r.second});
+  }
+  ranges_ = std::move(kept);
+}
+
+bool KnownBytes::covers(size_t begin, size_t end) const {
+  if (begin >= end)
+    return true;
+  auto it = std::lower_bound(
+      ranges_.begin(), ranges_.end(), begin,
+      [](const Range &r, size_t at) { return r.second <= at; });
+  return it != ranges_.end() && it->first <= begin && it->second >= end;
+}
+
+std::vector<KnownBytes::Range> KnownBytes::within(size_t begin,
+                                                  size_t end) const {
+  std::vector<Range> out;
+  for (const Range &r : ranges_) {
+    size_t from = std::max(r.first, begin), to = std::min(r.second, end);
+    if (from < to)
+      out.push_back({from - begin, to - begin});
+  }
+  return out;
+}
+
 namespace {
 
 bool isResident(const ModelRecord &r) {
@@ -130,8 +185,9 @@ void computeNode(const NetworkNode &node, ElemKind kind,
 
 } // namespace
 
-Model::Model(std::vector<DeviceSpec> devices, Capabilities capabilities)
-    : capabilities_(capabilities) {
+Model::Model(std::vector<DeviceSpec> devices, Capabilities capabilities,
+             bool trackContents)
+    : capabilities_(capabilities), trackContents_(trackContents) {
   for (DeviceSpec &d : devices) {
     ModelDevice md;
     md.spec = d;
@@ -151,21 +207,6 @@ const ModelRecord *Model::recordOf(const std::string &name) const {
   return &records_.at(t->record);
 }
 
-std::vector<std::optional<uint8_t>>
-Model::contentsOf(const std::string &name) const {
-  const ModelTensor *t = tensor(name);
-  const ModelRecord *r = recordOf(name);
-  std::vector<std::optional<uint8_t>> out;
-  if (!r)
-    return out;
-  for (size_t i = 0; i < t->bytes(); ++i) {
-    size_t at = t->offsetBytes + i;
-    out.push_back(r->known[at] ? std::optional<uint8_t>(r->data[at])
-                               : std::nullopt);
-  }
-  return out;
-}
-
 size_t Model::pendingFaults(const std::string &name) const {
   auto it = devices_.find(name);
   return it == devices_.end() ? 0 : it->second.faults.size();
@@ -174,8 +215,7 @@ size_t Model::pendingFaults(const std::string &name) const {
 int Model::newRecord(size_t bytes) {
   ModelRecord r;
   r.bytes = bytes;
-  r.data.assign(bytes, 0);
-  r.known.assign(bytes, true);
+  r.known.mark(0, bytes);
   records_[nextRecord_] = std::move(r);
   return nextRecord_++;
 }
@@ -218,7 +258,7 @@ void Model::shutdownDevice(const std::string &name, Step &step) {
     if (r.state == ResidencyState::Device) {
       step.labels.push_back("device-lost-makes-Lost");
       r.state = ResidencyState::Lost;
-      std::fill(r.known.begin(), r.known.end(), false);
+      r.known.clear();
     } else {
       step.labels.push_back("device-lost-keeps-Mirrored-host-copy");
       r.state = ResidencyState::Host;
@@ -372,12 +412,12 @@ Outcome Model::writeHost(ModelTensor &t, uint64_t pattern, bool refill,
     step.labels.push_back("host-write-drops-mirror");
     releaseRecord(r);
   }
-  std::vector<uint8_t> bytes =
-      patternBytes(t.kind, pattern, 0, t.numElements());
-  for (size_t i = 0; i < bytes.size(); ++i) {
-    r.data[t.offsetBytes + i] = bytes[i];
-    r.known[t.offsetBytes + i] = true;
+  if (trackContents_) {
+    std::vector<uint8_t> bytes =
+        patternBytes(t.kind, pattern, 0, t.numElements());
+    std::memcpy(r.data.data() + t.offsetBytes, bytes.data(), bytes.size());
   }
+  r.known.mark(t.offsetBytes, t.offsetBytes + t.bytes());
   return Outcome::ok();
 }
 
@@ -403,7 +443,7 @@ Outcome Model::releaseTensor(const ModelTensor &t, const std::string &name,
     return Outcome::error(ErrorCode::InvalidArgument);
   step.labels.push_back("release-of-" + stateLabel(r.state));
   releaseRecord(r);
-  std::fill(r.known.begin(), r.known.end(), false);
+  r.known.clear();
   return Outcome::ok();
 }
 
@@ -490,7 +530,7 @@ Outcome Model::run(const Command &c, Step &step) {
       }
       if (isResident(r)) {
         releaseRecord(r);
-        std::fill(r.known.begin(), r.known.end(), false);
+        r.known.clear();
       }
       failure = allocate(dev, r.bytes, step);
       if (failure == Outcome::ok())
@@ -547,7 +587,7 @@ Outcome Model::run(const Command &c, Step &step) {
         if (r.state == ResidencyState::Mirrored && r.device == dev)
           r.state = ResidencyState::Device;
         if (executed && isResident(r))
-          std::fill(r.known.begin(), r.known.end(), false);
+          r.known.clear();
         continue;
       }
       if (r.state != ResidencyState::Device)
@@ -559,32 +599,46 @@ Outcome Model::run(const Command &c, Step &step) {
 
   // Compute the outputs from the inputs' values.
   std::map<std::string, Values> values;
-  for (size_t i = 0; i < placeholders.size(); ++i) {
-    const ModelTensor &t = *bound[i];
-    const ModelRecord &r = records_.at(t.record);
-    Values v;
-    v.data.assign(r.data.begin() + t.offsetBytes,
-                  r.data.begin() + t.offsetBytes + t.bytes());
-    v.known.assign(r.known.begin() + t.offsetBytes,
-                   r.known.begin() + t.offsetBytes + t.bytes());
-    values[placeholders[i].name] = std::move(v);
-  }
-  for (const NetworkNode &n : add.nodes) {
-    std::vector<const Values *> in;
-    for (const std::string &name : n.inputs)
-      in.push_back(&values.at(name));
-    Values out;
-    computeNode(n, add.elemKind, in, out, type.numElements());
-    values[n.output] = std::move(out);
+  if (trackContents_) {
+    for (size_t i = 0; i < placeholders.size(); ++i) {
+      const ModelTensor &t = *bound[i];
+      const ModelRecord &r = records_.at(t.record);
+      Values v;
+      v.data.assign(r.data.begin() + t.offsetBytes,
+                    r.data.begin() + t.offsetBytes + t.bytes());
+      v.known.assign(t.bytes(), false);
+      for (const auto &[from, to] :
+           r.known.within(t.offsetBytes, t.offsetBytes + t.bytes()))
+        std::fill(v.known.begin() + from, v.known.begin() + to, true);
+      values[placeholders[i].name] = std::move(v);
+    }
+    for (const NetworkNode &n : add.nodes) {
+      std::vector<const Values *> in;
+      for (const std::string &name : n.inputs)
+        in.push_back(&values.at(name));
+      Values out;
+      computeNode(n, add.elemKind, in, out, type.numElements());
+      values[n.output] = std::move(out);
+    }
   }
   for (const Output &o : outputs) {
     ModelRecord &r = records_.at(o.record);
-    size_t i = 0;
-    while (bound[i]->record != o.record)
-      ++i;
-    const Values &v = values.at(placeholders[i].name);
-    r.data = v.data;
-    r.known = v.known;
+    if (trackContents_) {
+      size_t i = 0;
+      while (bound[i]->record != o.record)
+        ++i;
+      const Values &v = values.at(placeholders[i].name);
+      r.data = v.data;
+      r.known.clear();
+      for (size_t b = 0; b < v.known.size();) {
+        size_t e = b;
+        while (e < v.known.size() && v.known[e] == v.known[b])
+          ++e;
+        if (v.known[b])
+          r.known.mark(b, e);
+        b = e;
+      }
+    }
     r.state = ResidencyState::Device;
     r.device = dev;
     if (o.allocatedForRun)
@@ -666,7 +720,8 @@ ModelStep Model::apply(const Command &c) {
       t.record = newRecord(t.bytes());
       ModelRecord &r = records_.at(t.record);
       r.references = 1;
-      r.data = patternBytes(c.elemKind, c.pattern, 0, t.numElements());
+      if (trackContents_)
+        r.data = patternBytes(c.elemKind, c.pattern, 0, t.numElements());
     }
     tensors_[c.target] = t;
     break;
@@ -714,10 +769,13 @@ ModelStep Model::apply(const Command &c) {
       const ModelRecord &from = records_.at(src.record);
       ModelRecord &to = records_.at(id);
       to.references = 1;
-      for (size_t i = 0; i < src.bytes(); ++i) {
-        to.data[i] = from.data[src.offsetBytes + i];
-        to.known[i] = from.known[src.offsetBytes + i];
-      }
+      if (trackContents_)
+        to.data.assign(from.data.begin() + src.offsetBytes,
+                       from.data.begin() + src.offsetBytes + src.bytes());
+      to.known.clear();
+      for (const auto &[b, e] :
+           from.known.within(src.offsetBytes, src.offsetBytes + src.bytes()))
+        to.known.mark(b, e);
       copy.record = id;
     }
     tensors_[c.target] = copy;

@@ -30,6 +30,89 @@ std::string Divergence::toString() const {
 
 namespace {
 
+struct Difference {
+  std::string what, expected, observed;
+};
+
+/// Records at most this large have their host contents compared after every
+/// step; larger ones when the step names them and once after the last step,
+/// so that a step costs O(live objects + bytes it touches).
+constexpr size_t SmallRecordBytes = 4096;
+
+/// "12 34 ?? 56": \p count bytes from \p from; \p known says which bytes of
+/// \p bytes may be shown (the others print as ??).
+template <typename Known>
+std::string hexBytes(const uint8_t *bytes, size_t size, size_t from,
+                     size_t count, Known known) {
+  std::string s;
+  char buf[8];
+  for (size_t i = from; i < size && i < from + count; ++i) {
+    if (known(i))
+      std::snprintf(buf, sizeof buf, "%02x", bytes[i]);
+    else
+      std::snprintf(buf, sizeof buf, "??");
+    s += (i > from ? " " : "") + std::string(buf);
+  }
+  return s;
+}
+
+/// True when the element at \p p of kind \p kind is a NaN (the contract
+/// leaves NaN payloads of results unspecified, so every NaN equals every
+/// other).
+bool isNaNElement(ElemKind kind, const uint8_t *p) {
+  if (kind == ElemKind::Float32) {
+    uint32_t bits;
+    std::memcpy(&bits, p, sizeof bits);
+    return (bits & 0x7f800000u) == 0x7f800000u && (bits & 0x007fffffu) != 0;
+  }
+  return false;
+}
+
+/// Compares \p host, the host bytes of tensor \p name, with the bytes the
+/// model knows of it, in place. The first difference names the byte.
+std::optional<Difference>
+contentsDifference(const std::string &name, const ModelTensor &t,
+                   const ModelRecord &r, std::span<const std::byte> hostSpan,
+                   const std::string &where = "",
+                   const std::string &note = "") {
+  if (hostSpan.size() != t.bytes())
+    return Difference{"host size of tensor '" + name + "'" + where,
+                      std::to_string(t.bytes()) + " bytes",
+                      std::to_string(hostSpan.size()) + " bytes"};
+  if (r.data.size() != r.bytes)
+    return std::nullopt;
+  const auto *host = reinterpret_cast<const uint8_t *>(hostSpan.data());
+  const uint8_t *model = r.data.data() + t.offsetBytes;
+  size_t size = elemSize(t.kind);
+  for (const auto &[from, to] :
+       r.known.within(t.offsetBytes, t.offsetBytes + t.bytes())) {
+    size_t i = from;
+    while (i < to) {
+      if (std::memcmp(host + i, model + i, to - i) == 0)
+        break;
+      while (i < to && host[i] == model[i])
+        ++i;
+      size_t element = i - i % size;
+      if (element + size <= t.bytes() &&
+          isNaNElement(t.kind, host + element) &&
+          isNaNElement(t.kind, model + element)) {
+        i = element + size;
+        continue;
+      }
+      size_t shown = i - i % 4;
+      auto knownAt = [&](size_t b) {
+        return r.known.covers(t.offsetBytes + b, t.offsetBytes + b + 1);
+      };
+      return Difference{
+          "host contents of tensor '" + name + "' at byte " +
+              std::to_string(i) + where,
+          hexBytes(model, t.bytes(), shown, 8, knownAt) + note,
+          hexBytes(host, t.bytes(), shown, 8, [](size_t) { return true; })};
+    }
+  }
+  return std::nullopt;
+}
+
 /// Counts the calls of one completion callback.
 struct CallbackProbe {
   std::mutex mutex;
@@ -39,9 +122,9 @@ struct CallbackProbe {
   /// The residency state the transferred tensor had inside the first call
   /// (the record must already be updated then).
   std::optional<ResidencyState> stateAtCallback;
-  /// The host bytes of a tensor brought back, read inside the first call
-  /// (the data must already be there then).
-  std::optional<std::vector<std::optional<uint8_t>>> contentsAtCallback;
+  /// For a read-back: how the host bytes, read inside the first call,
+  /// differed from the model (the data must already be in place then).
+  std::optional<Difference> contentsAtCallback;
   /// Cleared once the step is over: a late call must not touch the tensor,
   /// which the scenario may have destroyed since.
   bool open = true;
@@ -94,21 +177,7 @@ struct CallbackProbe {
   }
 };
 
-/// What a step showed, of the model or of a backend, in comparable form.
-struct TensorObservation {
-  bool empty = true;
-  std::string state;
-  std::string device;
-  /// Readable host bytes; nullopt for unknown (model) or unreadable.
-  std::vector<std::optional<uint8_t>> contents;
-};
-
-struct DeviceObservation {
-  uint64_t used = 0;
-  size_t live = 0;
-  bool shutDown = false;
-};
-
+/// What executing one command showed on a backend.
 struct Observation {
   /// The command blocked past the callback timeout and was ended by
   /// shutting the devices down.
@@ -116,61 +185,11 @@ struct Observation {
   Outcome outcome;
   std::string message;
   int callbacks = 0;
-  std::map<std::string, TensorObservation> tensors;
-  std::map<std::string, DeviceObservation> devices;
-  /// "a=b" for every pair of tensors sharing one record (a < b).
-  std::set<std::string> sharing;
-  /// takeBackgroundErrors() of each device ("device: error"); the model
-  /// expects none.
-  std::vector<std::string> backgroundErrors;
 };
 
-struct Difference {
-  std::string what, expected, observed;
-};
-
-std::string hexBytes(const std::vector<std::optional<uint8_t>> &bytes,
-                     size_t from, size_t count) {
-  std::string s;
-  char buf[8];
-  for (size_t i = from; i < bytes.size() && i < from + count; ++i) {
-    if (bytes[i])
-      std::snprintf(buf, sizeof buf, "%02x", *bytes[i]);
-    else
-      std::snprintf(buf, sizeof buf, "??");
-    s += (i > from ? " " : "") + std::string(buf);
-  }
-  return s;
-}
-
-/// The first byte known on both sides where host contents differ, as a
-/// Difference about tensor \p name (\p where and \p note qualify it).
-std::optional<Difference>
-contentsDifference(const std::string &name,
-                   const std::vector<std::optional<uint8_t>> &expected,
-                   const std::vector<std::optional<uint8_t>> &observed,
-                   const std::string &where = "",
-                   const std::string &note = "") {
-  for (size_t i = 0; i < expected.size() && i < observed.size(); ++i) {
-    if (!expected[i] || !observed[i] || *expected[i] == *observed[i])
-      continue;
-    size_t from = i - i % 4;
-    return Difference{"host contents of tensor '" + name + "' at byte " +
-                          std::to_string(i) + where,
-                      hexBytes(expected, from, 8) + note,
-                      hexBytes(observed, from, 8)};
-  }
-  return std::nullopt;
-}
-
-std::string describeTensor(const TensorObservation &t) {
-  if (t.empty)
-    return "empty";
-  return t.state + (t.device.empty() ? "" : " on " + t.device);
-}
-
-std::optional<Difference> compareObservations(const Observation &expected,
-                                              const Observation &observed) {
+/// The outcome and callbacks of a step against what the model predicts.
+std::optional<Difference> compareOutcome(const ModelStep &expected,
+                                         const Observation &observed) {
   if (observed.blocked)
     return Difference{"the command's return", "before the callback timeout",
                       "it blocked; the devices were shut down to end it"};
@@ -188,85 +207,34 @@ std::optional<Difference> compareObservations(const Observation &expected,
     return Difference{"completion callbacks",
                       std::to_string(expected.callbacks) + " call(s)",
                       std::to_string(observed.callbacks) + " call(s)"};
-  for (const auto &[name, e] : expected.tensors) {
-    auto it = observed.tensors.find(name);
-    if (it == observed.tensors.end())
-      return Difference{"tensor '" + name + "'", "to exist", "missing"};
-    const TensorObservation &o = it->second;
-    if (e.empty != o.empty || e.state != o.state || e.device != o.device)
-      return Difference{"residency of tensor '" + name + "'", describeTensor(e),
-                        describeTensor(o)};
-    if (e.contents.empty() || o.contents.empty())
-      continue;
-    if (e.contents.size() != o.contents.size())
-      return Difference{"host size of tensor '" + name + "'",
-                        std::to_string(e.contents.size()) + " bytes",
-                        std::to_string(o.contents.size()) + " bytes"};
-    if (auto d = contentsDifference(name, e.contents, o.contents))
-      return d;
-  }
-  for (const auto &[name, o] : observed.tensors)
-    if (!expected.tensors.count(name))
-      return Difference{"tensor '" + name + "'", "not to exist", "exists"};
-  if (expected.sharing != observed.sharing) {
-    auto join = [](const std::set<std::string> &s) {
-      std::string out;
-      for (const std::string &p : s)
-        out += (out.empty() ? "" : ", ") + p;
-      return out.empty() ? std::string("none") : out;
-    };
-    return Difference{"tensors sharing a residency record",
-                      join(expected.sharing), join(observed.sharing)};
-  }
-  if (expected.backgroundErrors != observed.backgroundErrors)
-    return Difference{
-        "takeBackgroundErrors()",
-        expected.backgroundErrors.empty() ? "none"
-                                          : expected.backgroundErrors.front(),
-        observed.backgroundErrors.empty() ? "none"
-                                          : observed.backgroundErrors.front()};
-  for (const auto &[name, e] : expected.devices) {
-    const DeviceObservation &o = observed.devices.at(name);
-    if (e.shutDown != o.shutDown)
-      return Difference{"device '" + name + "' shut down",
-                        e.shutDown ? "yes" : "no", o.shutDown ? "yes" : "no"};
-    if (e.used != o.used)
-      return Difference{"usedMemory() of device '" + name + "'",
-                        std::to_string(e.used) + " bytes",
-                        std::to_string(o.used) + " bytes"};
-    if (e.live != o.live)
-      return Difference{"liveAllocations() of device '" + name + "'",
-                        std::to_string(e.live), std::to_string(o.live)};
-  }
   return std::nullopt;
 }
 
-Observation expectedObservation(const Model &model, const ModelStep &step) {
-  Observation obs;
-  obs.outcome = step.outcome;
-  obs.callbacks = step.callbacks;
-  std::map<int, std::vector<std::string>> byRecord;
-  for (const auto &[name, t] : model.tensors()) {
-    TensorObservation to;
-    to.empty = t.empty();
-    if (!t.empty()) {
-      const ModelRecord &r = model.records().at(t.record);
-      to.state = stateLabel(r.state);
-      to.device = r.device;
-      if (r.state == ResidencyState::Host ||
-          r.state == ResidencyState::Mirrored)
-        to.contents = model.contentsOf(name);
-      byRecord[t.record].push_back(name);
-    }
-    obs.tensors[name] = std::move(to);
-  }
-  for (const auto &[id, names] : byRecord)
-    for (size_t i = 0; i < names.size(); ++i)
-      for (size_t j = i + 1; j < names.size(); ++j)
-        obs.sharing.insert(names[i] + "=" + names[j]);
-  for (const auto &[name, d] : model.devices())
-    obs.devices[name] = {d.used, d.live, d.shutDown};
-  return obs;
+std::string describeState(bool empty, ResidencyState state,
+                          const std::string &device) {
+  if (empty)
+    return "empty";
+  return stateLabel(state) + (device.empty() ? "" : " on " + device);
+}
+
+/// The records whose contents a step may change: those of the tensors it
+/// names, and for runs and ensure-outputs those bound in the network's
+/// context.
+std::set<int> recordsNamedBy(const Command &c, const Model &model) {
+  std::set<int> out;
+  auto add = [&](const std::string &name) {
+    if (const ModelTensor *t = model.tensor(name); t && !t->empty())
+      out.insert(t->record);
+  };
+  add(c.target);
+  add(c.source);
+  for (const auto &[ph, t] : c.bindings)
+    add(t);
+  if (c.kind == CommandKind::Run || c.kind == CommandKind::EnsureOutputs)
+    if (auto it = model.contexts().find(c.target); it != model.contexts().end())
+      for (const auto &[ph, t] : it->second.bindings)
+        add(t);
+  return out;
 }
 
 Capabilities capabilitiesOf(const std::string &backend) {
@@ -394,8 +362,9 @@ public:
     return host_.device(deviceIndex_.at(name));
   }
 
-  /// Executes \p c; fills outcome, message and callbacks of \p obs.
-  void execute(const Command &c, Observation &obs) {
+  /// Executes \p c, whose effect \p model already predicts; fills outcome,
+  /// message and callbacks of \p obs.
+  void execute(const Command &c, const Model &model, Observation &obs) {
     std::shared_ptr<CallbackProbe> probe;
     Tensor *transferred = nullptr;
     if ((c.kind == CommandKind::ToDevice ||
@@ -403,26 +372,32 @@ public:
         tensors_.count(c.target))
       transferred = tensors_.at(c.target).get();
     bool fetched = c.kind == CommandKind::FromDevice;
+    // The runner waits for this step's callback before it touches the model
+    // again, so the callback may read the model on the backend's thread.
+    const ModelTensor *expectedTensor = model.tensor(c.target);
+    const ModelRecord *expectedRecord = model.recordOf(c.target);
+    const std::string &name = c.target;
     auto callback = [&]() -> CompletionCallback {
       probe = std::make_shared<CallbackProbe>();
       probes_.push_back(probe);
-      return [p = probe, transferred, fetched](Error e) {
+      return [p = probe, transferred, fetched, expectedTensor, expectedRecord,
+              &name](Error e) {
         CallbackProbe *probe = p.get();
         p->record(std::move(e), [&](const Error &outcome) {
           if (!transferred || transferred->isEmpty())
             return;
           ResidencyState state = transferred->residencySnapshot().state;
           probe->stateAtCallback = state;
-          if (!fetched || !outcome.isSuccess() ||
+          if (!fetched || !outcome.isSuccess() || !expectedRecord ||
               (state != ResidencyState::Host &&
                state != ResidencyState::Mirrored))
             return;
           // Never let a violation escape into the backend's thread.
           try {
-            std::vector<std::optional<uint8_t>> seen;
-            for (std::byte b : transferred->hostBytes())
-              seen.push_back(uint8_t(b));
-            probe->contentsAtCallback = std::move(seen);
+            probe->contentsAtCallback = contentsDifference(
+                name, *expectedTensor, *expectedRecord,
+                transferred->hostBytes(), " inside its completion callback",
+                " (the data is in place before the call)");
           } catch (const ContractViolationError &) {
           }
         });
@@ -462,58 +437,126 @@ public:
     }
   }
 
-  /// Everything observable after a step.
-  void observe(const Model &model, Observation &obs) {
-    // Settle: no operation may stay in flight between steps (unless one has
-    // already missed its callback, which the step reports). A synchronous
-    // backend has nothing legitimately in flight once a call returns.
-    bool async = anyAsynchronous();
-    for (int i = 0; i < 200 && async && !missedCallback_ && inFlight() > 0; ++i)
+  /// Waits until nothing is in flight (unless the last step already missed
+  /// its callback, which it reports). A synchronous backend has nothing
+  /// legitimately in flight once a call returns.
+  void settle() {
+    if (!anyAsynchronous())
+      return;
+    for (int i = 0; i < 200 && !missedCallback_ && inFlight() > 0; ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    std::map<const void *, std::vector<std::string>> byStorage;
-    for (const auto &[name, t] : tensors_) {
-      TensorObservation to;
-      to.empty = t->isEmpty();
-      if (!t->isEmpty()) {
-        ResidencySnapshot s = t->residencySnapshot();
-        to.state = stateLabel(s.state);
-        if (s.busy) {
-          // Host access would wait for an operation that never completed.
-          to.state += " (busy: an operation on it never completed)";
-          obs.tensors[name] = std::move(to);
-          continue;
-        }
-        if (s.manager) {
-          auto it = deviceNames_.find(s.manager);
-          to.device =
-              it == deviceNames_.end() ? "an unknown device" : it->second;
-        }
-        const ModelTensor *mt = model.tensor(name);
-        if ((s.state == ResidencyState::Host ||
-             s.state == ResidencyState::Mirrored) &&
-            mt && !mt->empty()) {
-          auto bytes = t->hostBytes();
-          for (std::byte b : bytes)
-            to.contents.push_back(uint8_t(b));
-        }
+  }
+
+  /// Compares everything observable after a step with \p model: every
+  /// tensor's emptiness, residency state and device, which tensors share a
+  /// record, host contents where the model knows them (of small records
+  /// always, of records in \p named, and of every record when
+  /// \p allContents), background errors and each device's memory. Linear in
+  /// the live objects plus the bytes compared.
+  std::optional<Difference> compareState(const Model &model,
+                                         const std::set<int> &named,
+                                         bool allContents) {
+    settle();
+    auto expected = model.tensors().begin();
+    auto observed = tensors_.begin();
+    // The first tensor (by name) seen on each record: sharing is compared as
+    // "shares its record with that tensor".
+    std::map<int, const std::string *> modelFirst;
+    std::map<const ResidencyRecord *, const std::string *> backendFirst;
+    for (; expected != model.tensors().end() || observed != tensors_.end();) {
+      if (observed == tensors_.end() ||
+          (expected != model.tensors().end() &&
+           expected->first < observed->first))
+        return Difference{"tensor '" + expected->first + "'", "to exist",
+                          "missing"};
+      if (expected == model.tensors().end() ||
+          observed->first < expected->first)
+        return Difference{"tensor '" + observed->first + "'", "not to exist",
+                          "exists"};
+      const std::string &name = expected->first;
+      const ModelTensor &mt = expected->second;
+      const Tensor &t = *observed->second;
+      ++expected;
+      ++observed;
+      const ModelRecord *r = mt.empty() ? nullptr : &model.records().at(mt.record);
+      std::string expectedState =
+          describeState(!r, r ? r->state : ResidencyState::Host,
+                        r ? r->device : "");
+      if (t.isEmpty() || !r) {
+        if (t.isEmpty() != !r)
+          return Difference{"residency of tensor '" + name + "'",
+                            expectedState,
+                            t.isEmpty() ? "empty" : describeBackend(t)};
+        continue;
       }
-      obs.tensors[name] = std::move(to);
+      ResidencySnapshot snap = t.residencySnapshot();
+      std::string device = deviceName(snap.manager);
+      if (snap.busy || snap.state != r->state || device != r->device)
+        return Difference{"residency of tensor '" + name + "'", expectedState,
+                          describeBackend(t)};
+      const std::string *&modelLeader = modelFirst[mt.record];
+      const std::string *&backendLeader = backendFirst[&t.residency()];
+      if (!modelLeader)
+        modelLeader = &name;
+      if (!backendLeader)
+        backendLeader = &name;
+      if (modelLeader != backendLeader ||
+          (backendLeader != &name &&
+           !t.sharesResidencyWith(*tensors_.at(*backendLeader)))) {
+        auto with = [&](const std::string *leader) {
+          return leader == &name
+                     ? std::string("no tensor named before it")
+                     : "tensor '" + *leader + "'";
+        };
+        return Difference{"residency record of tensor '" + name + "'",
+                          "shared with " + with(modelLeader),
+                          "shared with " + with(backendLeader)};
+      }
+      if ((r->state != ResidencyState::Host &&
+           r->state != ResidencyState::Mirrored) ||
+          !(allContents || r->bytes <= SmallRecordBytes ||
+            named.count(mt.record)))
+        continue;
+      if (auto d = contentsDifference(name, mt, *r, t.hostBytes()))
+        return d;
     }
-    std::vector<std::string> names;
-    for (const auto &[name, t] : tensors_)
-      if (!t->isEmpty())
-        names.push_back(name);
-    for (size_t i = 0; i < names.size(); ++i)
-      for (size_t j = i + 1; j < names.size(); ++j)
-        if (tensors_.at(names[i])->sharesResidencyWith(*tensors_.at(names[j])))
-          obs.sharing.insert(names[i] + "=" + names[j]);
     for (const DeviceSpec &spec : scenario_.devices) {
       DeviceManager &d = device(spec.name);
-      obs.devices[spec.name] = {d.usedMemory(), d.liveAllocations(),
-                                d.isShutDown()};
-      for (const Error &e : d.takeBackgroundErrors())
-        obs.backgroundErrors.push_back(spec.name + ": " + e.toString());
+      std::vector<Error> errors = d.takeBackgroundErrors();
+      if (!errors.empty())
+        return Difference{"takeBackgroundErrors() of device '" + spec.name +
+                              "'",
+                          "none", errors.front().toString()};
+      const ModelDevice &e = model.devices().at(spec.name);
+      if (e.shutDown != d.isShutDown())
+        return Difference{"device '" + spec.name + "' shut down",
+                          e.shutDown ? "yes" : "no",
+                          d.isShutDown() ? "yes" : "no"};
+      if (uint64_t used = d.usedMemory(); used != e.used)
+        return Difference{"usedMemory() of device '" + spec.name + "'",
+                          std::to_string(e.used) + " bytes",
+                          std::to_string(used) + " bytes"};
+      if (size_t live = d.liveAllocations(); live != e.live)
+        return Difference{"liveAllocations() of device '" + spec.name + "'",
+                          std::to_string(e.live), std::to_string(live)};
     }
+    return std::nullopt;
+  }
+
+  /// One line per tensor and device, for traces.
+  std::string describe() {
+    std::string s;
+    for (const auto &[name, t] : tensors_)
+      s += "\n    tensor " + name + ": " +
+           (t->isEmpty() ? std::string("empty") : describeBackend(*t));
+    for (const DeviceSpec &spec : scenario_.devices) {
+      DeviceManager &d = device(spec.name);
+      s += "\n    device " + spec.name + ": used " +
+           std::to_string(d.usedMemory()) + " bytes, " +
+           std::to_string(d.liveAllocations()) + " allocation(s)" +
+           (d.isShutDown() ? ", shut down" : "");
+    }
+    return s;
   }
 
   /// The checks only a backend has (no model counterpart): locations,
@@ -530,13 +573,8 @@ public:
                               "' inside its completion callback",
                           stateLabel(r->state) + " (updated before the call)",
                           stateLabel(*seen)};
-      if (const auto &seenBytes = transferProbe_->contentsAtCallback) {
-        if (auto d = contentsDifference(
-                c.target, model.contentsOf(c.target), *seenBytes,
-                " inside its completion callback",
-                " (the data is in place before the call)"))
-          return d;
-      }
+      if (transferProbe_->contentsAtCallback)
+        return transferProbe_->contentsAtCallback;
     }
     for (size_t i = 0; i < probes_.size(); ++i)
       if (int n = probes_[i]->count(); n > 1)
@@ -625,6 +663,23 @@ private:
   }
 
   Tensor &tensor(const std::string &name) { return *tensors_.at(name); }
+
+  std::string deviceName(const DeviceManager *manager) const {
+    if (!manager)
+      return "";
+    auto it = deviceNames_.find(manager);
+    return it == deviceNames_.end() ? "an unknown device" : it->second;
+  }
+
+  /// A non-empty tensor's residency as the backend shows it.
+  std::string describeBackend(const Tensor &t) const {
+    ResidencySnapshot s = t.residencySnapshot();
+    // Host access would wait for an operation that never completed.
+    if (s.busy)
+      return stateLabel(s.state) +
+             " (busy: an operation on it never completed)";
+    return describeState(false, s.state, deviceName(s.manager));
+  }
 
   void unbindEverywhere(const std::string &name) {
     Tensor *t = tensors_.at(name).get();
@@ -787,20 +842,14 @@ private:
 };
 
 std::string traceLine(size_t step, const std::string &command,
-                      const Observation &obs) {
+                      const Observation &obs, Session &session) {
   std::string s = "step " + std::to_string(step) + ": " + command + "  => " +
                   obs.outcome.toString();
   if (!obs.message.empty())
     s += " (" + obs.message + ")";
   if (obs.callbacks)
     s += " [" + std::to_string(obs.callbacks) + " callback]";
-  for (const auto &[name, t] : obs.tensors)
-    s += "\n    tensor " + name + ": " + describeTensor(t);
-  for (const auto &[name, d] : obs.devices)
-    s += "\n    device " + name + ": used " + std::to_string(d.used) +
-         " bytes, " + std::to_string(d.live) + " allocation(s)" +
-         (d.shutDown ? ", shut down" : "");
-  return s;
+  return s + session.describe();
 }
 
 /// One from-device keep per record left in Device state on a running device,
@@ -831,7 +880,8 @@ std::vector<Command> finalReadBack(const Model &model) {
 Scenario annotateExpectations(const Scenario &scenario,
                               const std::string &backend) {
   Scenario out = scenario;
-  Model model(scenario.devices, capabilitiesOf(backend));
+  Model model(scenario.devices, capabilitiesOf(backend),
+              /*trackContents=*/false);
   for (Command &c : out.commands)
     c.expect = model.apply(c).outcome;
   return out;
@@ -863,102 +913,99 @@ RunResult runScenario(const Scenario &scenario, const RunOptions &options) {
   };
 
   // One step on the model and every session; false after a divergence.
-  auto runStep = [&](const Command &c, size_t step, const std::string &text,
-                     bool written) {
+  // \p written: a command of the scenario (not the runner's read-back).
+  std::vector<std::pair<int, ResidencyState>> before;
+  auto runStep = [&](const Command &c, size_t step, bool written) {
     result.steps = step;
-    std::map<int, ResidencyState> before;
+    auto text = [&] {
+      return (written ? "" : "final read-back: ") + printCommand(c);
+    };
+    before.clear();
     for (const auto &[id, r] : model.records())
-      before[id] = r.state;
+      before.emplace_back(id, r.state);
     ModelStep predicted = model.apply(c);
     // The final read-back is the runner's, not the scenario's: it counts
     // towards no coverage.
-    for (const std::string &label : predicted.labels)
-      if (written)
+    if (written) {
+      for (const std::string &label : predicted.labels)
         ++result.labels[label];
-    for (const auto &[id, state] : before) {
-      if (!written)
-        break;
-      auto it = model.records().find(id);
-      std::string op(commandKindName(c.kind));
-      if (it == model.records().end()) {
-        if (state == ResidencyState::Device ||
-            state == ResidencyState::Mirrored)
-          ++result.transitions[stateLabel(state) + " -" + op + "-> freed"];
-      } else if (it->second.state != state) {
+      for (const auto &[id, state] : before) {
+        auto it = model.records().find(id);
+        if (it != model.records().end() && it->second.state == state)
+          continue;
+        if (it == model.records().end() && state != ResidencyState::Device &&
+            state != ResidencyState::Mirrored)
+          continue;
+        std::string op(commandKindName(c.kind));
         ++result.transitions[stateLabel(state) + " -" + op + "-> " +
-                             stateLabel(it->second.state)];
+                             (it == model.records().end()
+                                  ? std::string("freed")
+                                  : stateLabel(it->second.state))];
       }
     }
     if (written && !(c.expect == predicted.outcome)) {
-      diverge(step, text, "scenario",
+      diverge(step, text(), "scenario",
               {"the step's written expectation against the reference model",
                "the model's " + predicted.outcome.toString(),
                "the scenario's " + c.expect.toString()});
       return false;
     }
-    Observation expected = expectedObservation(model, predicted);
-    std::vector<Observation> observed(sessions.size());
-    for (size_t k = 0; k < sessions.size(); ++k) {
-      sessions[k]->execute(c, observed[k]);
-      sessions[k]->observe(model, observed[k]);
+    std::set<int> named = recordsNamedBy(c, model);
+    for (auto &session : sessions) {
+      Observation observed;
+      session->execute(c, model, observed);
       if (options.trace)
-        options.trace((sessions.size() > 1 ? "[" + sessions[k]->backend() + "] "
+        options.trace((sessions.size() > 1 ? "[" + session->backend() + "] "
                                            : std::string()) +
-                      traceLine(step, text, observed[k]));
-      if (auto d = compareObservations(expected, observed[k])) {
-        diverge(step, text, sessions[k]->backend(), *d);
-        return false;
-      }
-      if (auto d = sessions[k]->backendChecks(model, c)) {
-        diverge(step, text, sessions[k]->backend(), *d);
+                      traceLine(step, text(), observed, *session));
+      std::optional<Difference> d = compareOutcome(predicted, observed);
+      if (!d)
+        d = session->compareState(model, named, false);
+      if (!d)
+        d = session->backendChecks(model, c);
+      if (d) {
+        diverge(step, text(), session->backend(), *d);
         return false;
       }
     }
-    if (sessions.size() > 1)
-      if (auto d = compareObservations(observed[1], observed[0])) {
-        diverge(step, text,
-                sessions[0]->backend() + " against " + sessions[1]->backend(),
-                *d);
-        return false;
-      }
     return true;
   };
 
-  for (size_t i = 0; i < scenario.commands.size(); ++i) {
-    const Command &c = scenario.commands[i];
-    if (!runStep(c, i + 1, printCommand(c), true))
+  for (size_t i = 0; i < scenario.commands.size(); ++i)
+    if (!runStep(scenario.commands[i], i + 1, true))
       return result;
-  }
 
   // Final read-back: every record still on a device is brought back (kept
   // there too), so results computed on the device are compared with the
   // model even when the scenario never reads them.
   size_t step = scenario.commands.size();
   for (const Command &c : finalReadBack(model))
-    if (!runStep(c, ++step, "final read-back: " + printCommand(c), false))
+    if (!runStep(c, ++step, false))
       return result;
+
+  // Every readable tensor's contents, large ones included.
+  ++step;
+  for (auto &s : sessions)
+    if (auto d = s->compareState(model, {}, true)) {
+      diverge(step, "final check (host contents of every readable tensor)",
+              s->backend(), *d);
+      return result;
+    }
 
   // Teardown: every tensor goes, memory returns to the baseline.
   ++step;
   for (auto &s : sessions)
     s->teardown(model);
   model.teardown();
-  ModelStep none;
-  Observation expected = expectedObservation(model, none);
   for (auto &s : sessions) {
-    Observation observed;
-    s->observe(model, observed);
-    if (auto d = compareObservations(expected, observed)) {
+    std::optional<Difference> d = s->compareState(model, {}, true);
+    if (!d)
+      d = s->backendChecks(model, Command{});
+    if (!d)
+      d = s->physicalChecks();
+    if (d) {
       diverge(step, "teardown (destroy every tensor, free every location)",
               s->backend(), *d);
-      return result;
-    }
-    if (auto d = s->backendChecks(model, Command{})) {
-      diverge(step, "teardown", s->backend(), *d);
-      return result;
-    }
-    if (auto d = s->physicalChecks()) {
-      diverge(step, "teardown", s->backend(), *d);
       return result;
     }
   }

@@ -22,6 +22,32 @@
 
 namespace drt::conformance {
 
+/// Which bytes of a record the model knows: sorted, disjoint, non-adjacent
+/// half-open ranges, so that "all known" and "none known" (by far the most
+/// common cases) cost one range or none whatever the record's size.
+class KnownBytes {
+public:
+  using Range = std::pair<size_t, size_t>;
+
+  /// Marks [begin, end) known.
+  void mark(size_t begin, size_t end);
+  /// Marks [begin, end) unknown.
+  void forget(size_t begin, size_t end);
+  /// Marks everything unknown.
+  void clear() { ranges_.clear(); }
+  /// True when every byte of [begin, end) is known.
+  bool covers(size_t begin, size_t end) const;
+  /// The known ranges, in order.
+  const std::vector<Range> &ranges() const { return ranges_; }
+  /// The known ranges clipped to [begin, end) and shifted to start at 0.
+  std::vector<Range> within(size_t begin, size_t end) const;
+
+  friend bool operator==(const KnownBytes &, const KnownBytes &) = default;
+
+private:
+  std::vector<Range> ranges_;
+};
+
 /// The model of one residency record (the storage a tensor and its views
 /// share).
 struct ModelRecord {
@@ -31,9 +57,10 @@ struct ModelRecord {
   std::string device;
   /// The raw location it took over, or "" when the device allocated.
   std::string location;
-  /// The data's true value and which bytes of it are known.
+  /// The data's true value (empty when the model does not track contents)
+  /// and which bytes of it are known.
   std::vector<uint8_t> data;
-  std::vector<bool> known;
+  KnownBytes known;
   /// Number of non-empty tensors referring to it.
   int references = 0;
 };
@@ -96,8 +123,12 @@ struct ModelStep {
 /// The reference model. Copyable, so generators can use it as their state.
 class Model {
 public:
-  /// A model of \p devices of a backend declaring \p capabilities.
-  Model(std::vector<DeviceSpec> devices, Capabilities capabilities);
+  /// A model of \p devices of a backend declaring \p capabilities. With
+  /// \p trackContents false the model predicts outcomes, states and memory
+  /// only (contents never decide an outcome), at a cost independent of the
+  /// tensors' sizes: what a generator needs.
+  Model(std::vector<DeviceSpec> devices, Capabilities capabilities,
+        bool trackContents = true);
   Model() = default;
 
   /// Applies \p command and returns the predicted outcome.
@@ -129,8 +160,8 @@ public:
   const ModelTensor *tensor(const std::string &name) const;
   /// The record of the tensor named \p name, or nullptr (absent or empty).
   const ModelRecord *recordOf(const std::string &name) const;
-  /// The known bytes of tensor \p name's range; nullopt for unknown bytes.
-  std::vector<std::optional<uint8_t>> contentsOf(const std::string &name) const;
+  /// True when the model tracks contents (see the constructor).
+  bool tracksContents() const { return trackContents_; }
   /// Number of faults planned on \p device and not yet struck.
   size_t pendingFaults(const std::string &device) const;
 
@@ -161,6 +192,7 @@ private:
   void forgetTensor(const std::string &name, Step &step);
 
   Capabilities capabilities_;
+  bool trackContents_ = true;
   std::map<std::string, ModelTensor> tensors_;
   std::map<int, ModelRecord> records_;
   int nextRecord_ = 0;
