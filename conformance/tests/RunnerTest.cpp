@@ -148,7 +148,7 @@ TEST(Runner, ABackendThatCompletesTwiceIsADivergence) {
                     "mutant:callback-twice");
   ASSERT_TRUE(r.divergence);
   EXPECT_EQ(r.divergence->step, 2u);
-  EXPECT_EQ(r.divergence->what, "takeBackgroundErrors()");
+  EXPECT_EQ(r.divergence->what, "takeBackgroundErrors() of device 'd0'");
   EXPECT_NE(r.divergence->observed.find("more than once"), std::string::npos)
       << r.divergence->toString();
 }
