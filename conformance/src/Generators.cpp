@@ -2,482 +2,715 @@
 #include "drt/conformance/Generators.h"
 
 #include <algorithm>
-
-#include "drt/conformance/ScenarioText.h"
-
-#include <ostream>
+#include <array>
+#include <optional>
 
 namespace drt::conformance {
 
-using GenCommandPtr =
-    std::shared_ptr<const rc::state::Command<Model, ScenarioBuilder>>;
-
-bool commandFitsModel(const Command &c, const Model &model) {
-  auto has = [&](const std::string &name) { return model.tensor(name); };
-  auto hasDevice = [&](const std::string &name) {
-    return model.devices().count(name) != 0;
-  };
-  auto locationOn = [&](const std::string &name, const std::string &device) {
-    auto it = model.locations().find(name);
-    return it != model.locations().end() && it->second.device == device;
-  };
-  auto network = [&](const std::string &name) {
-    return model.networkDevices().count(name) != 0;
-  };
-  switch (c.kind) {
-  case CommandKind::Create:
-    return !has(c.target);
-  case CommandKind::View:
-  case CommandKind::Clone:
-  case CommandKind::MoveConstruct:
-    return has(c.source) && !has(c.target);
-  case CommandKind::MoveAssign:
-    return has(c.source) && has(c.target);
-  case CommandKind::SelfMove:
-  case CommandKind::Destroy:
-  case CommandKind::Read:
-  case CommandKind::Write:
-  case CommandKind::Refill:
-    return has(c.target);
-  case CommandKind::ToDevice:
-    return has(c.target) && hasDevice(c.device) &&
-           (c.location.empty() || locationOn(c.location, c.device));
-  case CommandKind::FromDevice:
-  case CommandKind::Release:
-  case CommandKind::DoubleRelease:
-    return has(c.target) && hasDevice(c.device);
-  case CommandKind::AddNetwork:
-  case CommandKind::Shutdown:
-  case CommandKind::InjectFault:
-    return hasDevice(c.device);
-  case CommandKind::Run:
-    for (const auto &[ph, t] : c.bindings)
-      if (!has(t))
-        return false;
-    return network(c.target);
-  case CommandKind::EvictNetwork:
-  case CommandKind::EnsureOutputs:
-    return network(c.target);
-  case CommandKind::Alloc:
-    return hasDevice(c.device) && !model.locations().count(c.target);
-  case CommandKind::Free:
-    return locationOn(c.target, c.device);
-  }
-  return false;
-}
-
-void GeneratedCommand::checkPreconditions(const Model &model) const {
-  RC_PRE(commandFitsModel(command_, model));
-}
-
-void GeneratedCommand::apply(Model &model) const { model.apply(command_); }
-
-void GeneratedCommand::run(const Model &, ScenarioBuilder &builder) const {
-  builder.commands.push_back(command_);
-}
-
-void GeneratedCommand::show(std::ostream &os) const {
-  os << printCommand(command_);
-}
-
 namespace {
+
+using Name = const std::string *;
 
 bool resident(const ModelRecord &r) {
   return r.state == ResidencyState::Device ||
          r.state == ResidencyState::Mirrored;
 }
 
-/// The state a generation step looks at, gathered once per step.
+/// Groups a target tensor is drawn from, by the state of its record.
+enum Group { HostGroup, DeviceGroup, MirroredGroup, LostGroup, EmptyGroup };
+constexpr unsigned GroupWeights[] = {3, 3, 3, 2, 1};
+
+/// The live objects of the model, gathered once per step. The names point
+/// into the model, which does not change while one command is drawn.
 struct Choices {
-  /// "resident" also holds tensors whose record is Lost.
-  std::vector<std::string> tensors, owners, views, resident, onDevice, mirrored,
-      devices, liveDevices;
-  std::vector<std::string> networks, placed, locations;
-  std::string freshTensor, freshLocation, freshNetwork;
+  std::vector<Name> tensors, owners, roomy;
+  std::array<std::vector<Name>, 5> groups;
+  std::array<std::vector<Name>, 5> groupOwners;
+  std::vector<Name> devices, liveDevices, networks, locations;
+  uint64_t liveBytes = 0;
+  bool anyResident = false;
 };
 
-Choices gather(const Model &m) {
-  Choices ch;
-  for (const auto &[name, t] : m.tensors()) {
-    ch.tensors.push_back(name);
-    if (!t.empty() && !t.isView)
-      ch.owners.push_back(name);
-    if (!t.empty() && t.isView)
-      ch.views.push_back(name);
-    if (!t.empty() && (resident(m.records().at(t.record)) ||
-                       m.records().at(t.record).state == ResidencyState::Lost))
-      ch.resident.push_back(name);
-    if (!t.empty() && m.records().at(t.record).state == ResidencyState::Device)
-      ch.onDevice.push_back(name);
-    if (!t.empty() &&
-        m.records().at(t.record).state == ResidencyState::Mirrored)
-      ch.mirrored.push_back(name);
+/// Draws one scenario: the model is the state, each command is drawn for it.
+class Drawing {
+public:
+  Drawing(const GeneratorProfile &profile, RandomSource &rng, Model &model)
+      : p_(profile), rng_(rng), m_(model) {}
+
+  /// One command for the model's current state, or nullopt when the drawn
+  /// kind is impossible now.
+  std::optional<Command> next() {
+    gather();
+    CommandKind kind;
+    if (wanted_ && possible(CommandKind::Create) && rng_.percent(80)) {
+      kind = CommandKind::Create;
+    } else if (focus_ && possible(*focus_) && rng_.percent(60)) {
+      kind = *focus_;
+    } else if (!drawKind(kind)) {
+      kind = CommandKind::Create;
+    }
+    focus_.reset();
+    std::optional<Command> c = draw(kind);
+    if (c && c->kind == CommandKind::InjectFault && rng_.percent(60))
+      focus_ = kindHitting(c->fault.site);
+    return c;
   }
-  for (const auto &[name, d] : m.devices()) {
-    ch.devices.push_back(name);
-    if (!d.shutDown)
-      ch.liveDevices.push_back(name);
+
+private:
+  void gather() {
+    ch_ = Choices{};
+    for (const auto &[name, t] : m_.tensors()) {
+      ch_.tensors.push_back(&name);
+      if (t.empty()) {
+        ch_.groups[EmptyGroup].push_back(&name);
+        continue;
+      }
+      const ModelRecord &r = m_.records().at(t.record);
+      Group g = r.state == ResidencyState::Host     ? HostGroup
+                : r.state == ResidencyState::Device ? DeviceGroup
+                : r.state == ResidencyState::Mirrored ? MirroredGroup
+                                                      : LostGroup;
+      ch_.groups[g].push_back(&name);
+      if (!t.isView) {
+        ch_.owners.push_back(&name);
+        ch_.groupOwners[g].push_back(&name);
+      }
+      if (t.numElements() > 1)
+        ch_.roomy.push_back(&name);
+      ch_.anyResident = ch_.anyResident || resident(r);
+    }
+    for (const auto &[id, r] : m_.records())
+      ch_.liveBytes += r.bytes;
+    for (const auto &[name, d] : m_.devices()) {
+      ch_.devices.push_back(&name);
+      if (!d.shutDown)
+        ch_.liveDevices.push_back(&name);
+    }
+    for (const auto &[name, d] : m_.networkDevices())
+      ch_.networks.push_back(&name);
+    for (const auto &[name, l] : m_.locations())
+      ch_.locations.push_back(&name);
   }
-  for (const auto &[name, d] : m.networkDevices())
-    ch.networks.push_back(name);
-  for (const auto &[name, d] : m.placement())
-    ch.placed.push_back(name);
-  for (const auto &[name, l] : m.locations())
-    ch.locations.push_back(name);
-  for (int i = 0;; ++i)
-    if (!m.tensor("t" + std::to_string(i))) {
-      ch.freshTensor = "t" + std::to_string(i);
+
+  bool possible(CommandKind kind) const {
+    size_t live = m_.tensors().size();
+    switch (kind) {
+    case CommandKind::Create:
+      return live < p_.maxTensors;
+    case CommandKind::View:
+    case CommandKind::Clone:
+    case CommandKind::MoveConstruct:
+      return !ch_.tensors.empty() && live < p_.maxTensors;
+    case CommandKind::Run:
+    case CommandKind::EvictNetwork:
+    case CommandKind::EnsureOutputs:
+      return !ch_.networks.empty() && !ch_.tensors.empty();
+    case CommandKind::Free:
+      return !ch_.locations.empty();
+    case CommandKind::Shutdown:
+      // Shutting down an empty device teaches little: wait for residents.
+      return ch_.anyResident;
+    case CommandKind::AddNetwork:
+    case CommandKind::Alloc:
+    case CommandKind::InjectFault:
+      return true;
+    default:
+      return !ch_.tensors.empty();
+    }
+  }
+
+  bool drawKind(CommandKind &out) {
+    unsigned total = 0;
+    for (const auto &[kind, weight] : p_.weights)
+      if (weight > 0 && possible(kind))
+        total += unsigned(weight);
+    if (total == 0)
+      return false;
+    uint64_t at = rng_.below(total);
+    for (const auto &[kind, weight] : p_.weights) {
+      if (weight <= 0 || !possible(kind))
+        continue;
+      if (at < unsigned(weight)) {
+        out = kind;
+        return true;
+      }
+      at -= unsigned(weight);
+    }
+    return false;
+  }
+
+  static CommandKind kindHitting(FaultSite site) {
+    switch (site) {
+    case FaultSite::Allocation:
+    case FaultSite::TransferToDevice:
+      return CommandKind::ToDevice;
+    case FaultSite::TransferFromDevice:
+      return CommandKind::FromDevice;
+    case FaultSite::Run:
+      return CommandKind::Run;
+    }
+    return CommandKind::ToDevice;
+  }
+
+  /// A tensor, chosen by the state of its record first (uniformly over the
+  /// states present, weighted), then mostly an owner (owners move residency,
+  /// views observe it).
+  Name pickTensor() {
+    unsigned total = 0;
+    for (int g = 0; g < 5; ++g)
+      if (!ch_.groups[g].empty())
+        total += GroupWeights[g];
+    uint64_t at = rng_.below(total);
+    for (int g = 0; g < 5; ++g) {
+      if (ch_.groups[g].empty())
+        continue;
+      if (at >= GroupWeights[g]) {
+        at -= GroupWeights[g];
+        continue;
+      }
+      if (!ch_.groupOwners[g].empty() && rng_.percent(70))
+        return rng_.pick(ch_.groupOwners[g]);
+      return rng_.pick(ch_.groups[g]);
+    }
+    return rng_.pick(ch_.tensors);
+  }
+
+  /// The device a tensor's record lives on (mostly), or any device.
+  const std::string &deviceFor(const std::string &tensor) {
+    const ModelRecord *r = m_.recordOf(tensor);
+    if (r && resident(*r) && rng_.percent(80))
+      return r->device;
+    return *rng_.pick(ch_.devices);
+  }
+
+  ElemKind pickKind() { return rng_.pick(p_.space.elemKinds); }
+
+  uint64_t pickPattern() {
+    const std::vector<ValueClass> &values = p_.space.valueClasses;
+    // A class by name first, so that classes with many patterns are not
+    // drawn more often than the others.
+    std::vector<const std::string *> names;
+    for (const ValueClass &v : values)
+      if (std::find_if(names.begin(), names.end(), [&](const std::string *n) {
+            return *n == v.name;
+          }) == names.end())
+        names.push_back(&v.name);
+    const std::string &name = *rng_.pick(names);
+    std::vector<uint64_t> patterns;
+    for (const ValueClass &v : values)
+      if (v.name == name)
+        patterns.push_back(v.pattern);
+    return rng_.pick(patterns);
+  }
+
+  /// A byte size drawn from the input space: a class by weight, then a
+  /// boundary in it (at or one element around), or any size in it.
+  uint64_t pickBytes(size_t size, uint64_t most) {
+    const std::vector<SizeClass> &classes = p_.space.sizeClasses;
+    std::vector<unsigned> weights;
+    unsigned total = 0;
+    for (size_t i = 0; i < classes.size(); ++i) {
+      unsigned w = i < p_.sizeClassWeights.size() ? p_.sizeClassWeights[i]
+                                                  : classes[i].weight;
+      if (i > 0 && classes[i].minBytes > most)
+        w = 0;
+      weights.push_back(w);
+      total += w;
+    }
+    if (total == 0)
+      return size;
+    uint64_t at = rng_.below(total);
+    size_t cls = 0;
+    while (cls + 1 < classes.size() && at >= weights[cls])
+      at -= weights[cls++];
+    if (cls == 0)
+      return size;
+    const SizeClass &c = classes[cls];
+    uint64_t lo = std::max<uint64_t>(c.minBytes, 2 * size);
+    uint64_t hi = std::min(c.maxBytes, most);
+    if (lo > hi)
+      return size;
+    std::vector<uint64_t> edges;
+    for (uint64_t b : p_.space.boundaries)
+      if (b >= lo && b <= hi)
+        edges.push_back(b);
+    uint64_t bytes;
+    if (!edges.empty() && rng_.percent(45)) {
+      bytes = rng_.pick(edges);
+      int around = int(rng_.below(3));
+      if (around == 1 && bytes - size >= lo)
+        bytes -= size;
+      else if (around == 2 && bytes + size <= hi)
+        bytes += size;
+    } else {
+      bytes = rng_.between(lo, hi);
+    }
+    return std::max<uint64_t>(bytes / size, 1) * size;
+  }
+
+  /// A shape of \p elements elements: mostly one dimension, sometimes two or
+  /// three.
+  std::vector<size_t> shapeOf(uint64_t elements) {
+    int rank = int(rng_.below(10));
+    if (rank >= 7 && elements >= 4) {
+      std::vector<size_t> divisors;
+      for (size_t d = 2; d <= 64 && d * d <= elements; ++d)
+        if (elements % d == 0)
+          divisors.push_back(d);
+      if (!divisors.empty()) {
+        size_t a = rng_.pick(divisors);
+        size_t rest = elements / a;
+        if (rank == 9)
+          for (size_t d = 2; d <= 16 && d * d <= rest; ++d)
+            if (rest % d == 0)
+              return {a, d, rest / d};
+        return {a, rest};
+      }
+    }
+    return {size_t(elements)};
+  }
+
+  uint64_t budgetLeft(const std::string &device) const {
+    const ModelDevice &d = m_.devices().at(device);
+    return d.spec.budget > d.used ? d.spec.budget - d.used : 0;
+  }
+
+  /// A type for a new tensor: often one a network of the scenario takes (so
+  /// that runs can bind it), else drawn from the input space; under a budget
+  /// sometimes exactly what is left on a device, or one element more.
+  void pickType(Command &c) {
+    if (wanted_) {
+      c.elemKind = wanted_->kind;
+      c.dims = wanted_->dims;
+      wanted_.reset();
+      return;
+    }
+    if (!ch_.networks.empty() && rng_.percent(50)) {
+      const std::string &net = *rng_.pick(ch_.networks);
+      const ModelDevice &d = m_.devices().at(m_.networkDevices().at(net));
+      auto it = d.networks.find(net);
+      if (it != d.networks.end()) {
+        c.elemKind = it->second.elemKind;
+        c.dims = it->second.dims;
+        return;
+      }
+    }
+    c.elemKind = pickKind();
+    size_t size = elemSize(c.elemKind);
+    if (!p_.shapes.empty()) {
+      c.dims = rng_.pick(p_.shapes);
+      return;
+    }
+    uint64_t room = p_.space.maxLiveBytes > ch_.liveBytes
+                        ? p_.space.maxLiveBytes - ch_.liveBytes
+                        : size;
+    const std::string &dev = *rng_.pick(ch_.devices);
+    if (m_.devices().at(dev).spec.budget && rng_.percent(30)) {
+      uint64_t left = budgetLeft(dev);
+      uint64_t elements = left / size + (rng_.percent(50) ? 1 : 0);
+      if (elements > 0 && elements * size <= room) {
+        c.dims = {size_t(elements)};
+        return;
+      }
+    }
+    c.dims = shapeOf(pickBytes(size, room) / size);
+  }
+
+  std::vector<size_t> viewShape(const ModelTensor &src, uint64_t &offset) {
+    size_t n = src.numElements();
+    size_t size = elemSize(src.kind);
+    int shape = int(rng_.below(20));
+    if (shape < 3) {
+      offset = 0;
+      return src.dims;
+    }
+    size_t k;
+    switch (rng_.below(5)) {
+    case 0:
+      k = 1;
+      break;
+    case 1:
+      k = std::max<size_t>(n / 2, 1);
+      break;
+    case 2:
+      k = n > 1 ? n - 1 : 1;
+      break;
+    default:
+      k = size_t(rng_.between(1, n));
       break;
     }
-  for (int i = 0;; ++i)
-    if (!m.locations().count("L" + std::to_string(i))) {
-      ch.freshLocation = "L" + std::to_string(i);
+    size_t room = n - k;
+    switch (rng_.below(6)) {
+    case 0:
+      offset = 0;
+      break;
+    case 1:
+      offset = room;
+      break;
+    case 2: {
+      // At an alignment boundary, or one element past it.
+      uint64_t align = rng_.pick(p_.space.alignments);
+      uint64_t elements = std::max<uint64_t>(align / size, 1);
+      offset = std::min<uint64_t>(room, elements + rng_.below(2));
       break;
     }
-  for (int i = 0; i < 3; ++i)
-    if (!m.placement().count("n" + std::to_string(i))) {
-      ch.freshNetwork = "n" + std::to_string(i);
+    default:
+      offset = rng_.between(0, room);
       break;
     }
-  return ch;
-}
-
-template <typename T> T pick(const std::vector<T> &v) {
-  return *rc::gen::elementOf(v);
-}
-
-/// A tensor: often one whose record is resident (deep states are where
-/// bugs live), mostly an owner (owners move residency; views observe it).
-std::string pickTensor(const Choices &ch) {
-  int draw = *rc::gen::inRange(0, 10);
-  if (!ch.resident.empty() && draw < 4)
-    return pick(ch.resident);
-  if (!ch.owners.empty() && draw < 8)
-    return pick(ch.owners);
-  return pick(ch.tensors);
-}
-
-/// The device a tensor's record lives on, or any device.
-std::string deviceFor(const Model &m, const Choices &ch,
-                      const std::string &tensor) {
-  const ModelRecord *r = m.recordOf(tensor);
-  if (r && resident(*r) && *rc::gen::inRange(0, 10) < 8)
-    return r->device;
-  return pick(ch.devices);
-}
-
-std::vector<NetworkNode> pickNodes() {
-  switch (*rc::gen::inRange(0, 5)) {
-  case 0:
-    return {{OpKind::Add, {"x", "y"}, "o", 1.0}};
-  case 1:
-    return {{OpKind::Mul, {"x", "y"}, "o", 1.0},
-            {OpKind::Relu, {"o"}, "p", 1.0}};
-  case 2:
-    return {{OpKind::Scale,
-             {"x"},
-             "o",
-             *rc::gen::elementOf(std::vector<double>{0.5, 2.0, -1.5, 3.0})}};
-  case 3:
-    return {{OpKind::Copy, {"x"}, "o", 1.0}};
-  default:
-    return {{OpKind::Add, {"x", "y"}, "o", 1.0},
-            {OpKind::Scale, {"o"}, "p", 2.0}};
+    if (shape == 19)
+      offset = room + 1;
+    return {k};
   }
-}
 
-/// Bindings for network \p net: matching types, outputs on whole tensors
-/// whose records no other placeholder uses. Empty when impossible.
-std::vector<std::pair<std::string, std::string>>
-pickBindings(const Model &m, const Command &add) {
-  std::vector<std::pair<std::string, std::string>> out;
-  Type type{add.elemKind, add.dims};
-  Function fn = networkFunction(add);
-  std::vector<int> used;
-  for (const Placeholder &p : networkPlaceholders(add.nodes, type)) {
-    bool isOutput = fn.isOutput(p.name);
-    std::vector<std::string> fit;
-    for (const auto &[name, t] : m.tensors()) {
-      if (t.empty() || t.kind != type.kind || t.dims != type.dims)
-        continue;
-      const ModelRecord &r = m.records().at(t.record);
-      bool whole = t.offsetBytes == 0 && t.bytes() == r.bytes;
-      bool taken = std::find(used.begin(), used.end(), t.record) != used.end();
-      if (isOutput && (!whole || taken))
-        continue;
-      if (!isOutput && taken && *rc::gen::inRange(0, 4) != 0)
-        continue;
-      fit.push_back(name);
+  /// A network of 1 to maxNetworkNodes element-wise nodes over inputs x, y,
+  /// z; node outputs feed later nodes.
+  std::vector<NetworkNode> pickNodes(ElemKind kind) {
+    static const OpKind Ops[] = {OpKind::Add, OpKind::Mul, OpKind::Relu,
+                                 OpKind::Scale, OpKind::Copy};
+    // Every output needs a tensor of its own: mostly one or two nodes.
+    size_t count = rng_.percent(50)   ? 1
+                   : rng_.percent(60) ? 2
+                                      : size_t(rng_.between(
+                                            1, std::max<size_t>(
+                                                   1, p_.maxNetworkNodes)));
+    std::vector<std::string> values = {"x"};
+    if (rng_.percent(70))
+      values.push_back("y");
+    if (rng_.percent(20))
+      values.push_back("z");
+    std::vector<NetworkNode> nodes;
+    for (size_t i = 0; i < count; ++i) {
+      NetworkNode n;
+      n.op = Ops[rng_.below(5)];
+      n.output = "o" + std::to_string(i);
+      size_t arity = (n.op == OpKind::Add || n.op == OpKind::Mul) ? 2 : 1;
+      for (size_t a = 0; a < arity; ++a)
+        n.inputs.push_back(rng_.pick(values));
+      if (n.op == OpKind::Scale)
+        n.factor = pickFactor(kind);
+      nodes.push_back(std::move(n));
+      values.push_back(nodes.back().output);
     }
-    if (fit.empty())
-      return {};
-    // Inputs are often the interesting kind: a view at an offset into a
-    // resident record (offsets a backend must honour) or a tensor resident
-    // on another device (which the run must move).
-    std::vector<std::string> interesting;
-    for (const std::string &name : fit) {
-      const ModelTensor *t = m.tensor(name);
-      const ModelRecord &r = m.records().at(t->record);
-      if (!isOutput && resident(r) &&
-          (t->offsetBytes != 0 || r.device != add.device))
-        interesting.push_back(name);
-    }
-    std::string chosen = !interesting.empty() && *rc::gen::inRange(0, 2) == 0
-                             ? pick(interesting)
-                             : pick(fit);
-    out.emplace_back(p.name, chosen);
-    used.push_back(m.tensor(chosen)->record);
+    return nodes;
   }
-  // Outputs must not share with inputs chosen after them either.
-  for (size_t i = 0; i < out.size(); ++i) {
-    if (!fn.isOutput(out[i].first))
-      continue;
-    for (size_t j = 0; j < out.size(); ++j)
-      if (j != i &&
-          m.tensor(out[j].second)->record == m.tensor(out[i].second)->record)
+
+  double pickFactor(ElemKind kind) {
+    bool integral = kind != ElemKind::Float32;
+    if (integral) {
+      static const std::vector<double> Factors = {2, -1, 3, 0, 7, -128, 255};
+      // Rarely a factor the network refuses, on purpose.
+      if (rng_.percent(3))
+        return 0.5;
+      return rng_.pick(Factors);
+    }
+    static const std::vector<double> Factors = {0.5,  2.0, -1.5,  3.0,
+                                                0.3,  0.1, 1e-30, 3e38,
+                                                -0.0, 1.0, 1.0 / 3.0};
+    return rng_.pick(Factors);
+  }
+
+  /// Element kinds a network can be made of on this model (those whose
+  /// function verifies).
+  ElemKind pickNetworkKind() {
+    std::vector<ElemKind> kinds;
+    for (ElemKind k : p_.space.elemKinds) {
+      Command probe;
+      probe.kind = CommandKind::AddNetwork;
+      probe.target = "probe";
+      probe.elemKind = k;
+      probe.dims = {1};
+      probe.nodes = {{OpKind::Copy, {"x"}, "o", 1.0}};
+      if (!networkFunction(probe).verify())
+        kinds.push_back(k);
+    }
+    return kinds.empty() ? ElemKind::Float32 : rng_.pick(kinds);
+  }
+
+  /// Bindings for the network added by \p add: matching types, outputs on
+  /// whole tensors whose records no other placeholder uses. Empty when
+  /// impossible.
+  std::vector<std::pair<std::string, std::string>>
+  pickBindings(const Command &add) {
+    std::vector<std::pair<std::string, std::string>> out;
+    Type type{add.elemKind, add.dims};
+    Function fn = networkFunction(add);
+    std::vector<int> used;
+    for (const Placeholder &p : networkPlaceholders(add.nodes, type)) {
+      bool isOutput = fn.isOutput(p.name);
+      std::vector<Name> fit, interesting;
+      for (Name name : ch_.tensors) {
+        const ModelTensor &t = *m_.tensor(*name);
+        if (t.empty() || t.kind != type.kind || t.dims != type.dims)
+          continue;
+        const ModelRecord &r = m_.records().at(t.record);
+        bool whole = t.offsetBytes == 0 && t.bytes() == r.bytes;
+        bool taken =
+            std::find(used.begin(), used.end(), t.record) != used.end();
+        if (isOutput && (!whole || taken))
+          continue;
+        if (!isOutput && taken && !rng_.percent(25))
+          continue;
+        fit.push_back(name);
+        // Inputs are often the interesting kind: a view at an offset into a
+        // resident record (offsets a backend must honour) or a tensor
+        // resident on another device (which the run must move).
+        if (!isOutput && resident(r) &&
+            (t.offsetBytes != 0 || r.device != add.device))
+          interesting.push_back(name);
+      }
+      if (fit.empty())
         return {};
+      Name chosen = !interesting.empty() && rng_.percent(50)
+                        ? rng_.pick(interesting)
+                        : rng_.pick(fit);
+      out.emplace_back(p.name, *chosen);
+      used.push_back(m_.tensor(*chosen)->record);
+    }
+    // Outputs must not share with inputs chosen after them either.
+    for (size_t i = 0; i < out.size(); ++i) {
+      if (!fn.isOutput(out[i].first))
+        continue;
+      for (size_t j = 0; j < out.size(); ++j)
+        if (j != i && m_.tensor(out[j].second)->record ==
+                          m_.tensor(out[i].second)->record)
+          return {};
+    }
+    return out;
   }
-  return out;
-}
 
-/// Command choices ignore rapidcheck's size (which scales inRange towards its
-/// lower bound); the size bounds only the number of steps.
-rc::Gen<GenCommandPtr> wrap(rc::Gen<Command> gen) {
-  return rc::gen::map(rc::gen::resize(rc::kNominalSize, std::move(gen)),
-                      [](Command c) -> GenCommandPtr {
-                        return std::make_shared<GeneratedCommand>(std::move(c));
-                      });
-}
+  std::string freshTensor() { return "t" + std::to_string(tensorCount_++); }
 
-rc::Gen<Command> genCommandOfKind(CommandKind kind, const Model &m,
-                                  const GeneratorProfile &profile) {
-  return rc::gen::exec([kind, m, profile]() {
-    Choices ch = gather(m);
+  std::optional<Command> draw(CommandKind kind) {
     Command c;
     c.kind = kind;
     switch (kind) {
     case CommandKind::Create:
-      c.target = ch.freshTensor;
-      c.elemKind = pick(profile.elemKinds);
-      c.dims = pick(profile.shapes);
-      c.pattern = *rc::gen::inRange<uint64_t>(0, 6);
+      c.target = freshTensor();
+      pickType(c);
+      c.pattern = pickPattern();
       break;
     case CommandKind::View: {
-      c.target = ch.freshTensor;
-      c.source = pickTensor(ch);
-      // Mostly a source with room for a view of the profile's longest
-      // length at a non-zero offset.
-      size_t longest = 1;
-      for (size_t k : profile.viewLengths)
-        longest = std::max(longest, k);
-      std::vector<std::string> roomy;
-      for (const std::string &name : ch.tensors)
-        if (!m.tensor(name)->empty() && m.tensor(name)->numElements() > longest)
-          roomy.push_back(name);
-      if (!roomy.empty() && *rc::gen::inRange(0, 10) < 7)
-        c.source = pick(roomy);
-      const ModelTensor *src = m.tensor(c.source);
-      size_t n = src->empty() ? 4 : src->numElements();
-      int shape = *rc::gen::inRange(0, 10);
-      if (shape < 2 && !src->empty()) {
-        c.dims = src->dims;
-      } else {
-        size_t k = *rc::gen::elementOf(profile.viewLengths);
-        k = std::min(k, n);
-        c.dims = {k};
-        c.offset = *rc::gen::inRange<uint64_t>(0, n - k + 1);
-        if (shape == 9)
-          c.offset = n - k + 1;
+      c.target = freshTensor();
+      Name source = !ch_.roomy.empty() && rng_.percent(70)
+                        ? rng_.pick(ch_.roomy)
+                        : pickTensor();
+      c.source = *source;
+      const ModelTensor *src = m_.tensor(c.source);
+      if (src->empty()) {
+        c.dims = {1};
+        break;
       }
+      c.dims = viewShape(*src, c.offset);
       break;
     }
     case CommandKind::Clone:
     case CommandKind::MoveConstruct:
-      c.target = ch.freshTensor;
-      c.source = pickTensor(ch);
+      c.target = freshTensor();
+      c.source = *pickTensor();
       break;
     case CommandKind::MoveAssign:
-      c.target = pickTensor(ch);
-      c.source = pick(ch.tensors);
+      c.target = *pickTensor();
+      c.source = *rng_.pick(ch_.tensors);
       break;
     case CommandKind::SelfMove:
     case CommandKind::Destroy:
     case CommandKind::Read:
-      c.target = pickTensor(ch);
+      c.target = *pickTensor();
       break;
     case CommandKind::Write:
     case CommandKind::Refill:
-      c.target = pickTensor(ch);
-      c.pattern = *rc::gen::inRange<uint64_t>(1, 10);
+      c.target = *pickTensor();
+      c.pattern = pickPattern();
+      if (c.pattern == 0)
+        c.pattern = 1;
       break;
     case CommandKind::ToDevice: {
-      // Mirrored records are rare and short-lived: move them often.
-      c.target = !ch.mirrored.empty() && *rc::gen::inRange(0, 2) == 0
-                     ? pick(ch.mirrored)
-                     : pickTensor(ch);
-      c.device = pick(ch.devices);
-      std::vector<std::string> here;
-      for (const auto &[name, l] : m.locations())
-        if (l.device == c.device && l.state == ModelLocation::State::Live)
-          here.push_back(name);
-      if (!here.empty() && *rc::gen::inRange(0, 10) < 6)
-        c.location = pick(here);
+      c.target = *pickTensor();
+      c.device = *rng_.pick(ch_.devices);
+      const ModelRecord *r = m_.recordOf(c.target);
+      std::vector<Name> fitting, here;
+      for (Name name : ch_.locations) {
+        const ModelLocation &l = m_.locations().at(*name);
+        if (l.device != c.device || l.state != ModelLocation::State::Live)
+          continue;
+        here.push_back(name);
+        if (r && l.bytes == r->bytes)
+          fitting.push_back(name);
+      }
+      if (!fitting.empty() && rng_.percent(60))
+        c.location = *rng_.pick(fitting);
+      else if (!here.empty() && rng_.percent(15))
+        c.location = *rng_.pick(here);
       break;
     }
     case CommandKind::FromDevice:
-      c.target = !ch.onDevice.empty() && *rc::gen::inRange(0, 2) == 0
-                     ? pick(ch.onDevice)
-                     : pickTensor(ch);
-      c.device = deviceFor(m, ch, c.target);
-      c.release = *rc::gen::arbitrary<bool>();
+      c.target = *pickTensor();
+      c.device = deviceFor(c.target);
+      c.release = rng_.percent(50);
       break;
     case CommandKind::Release:
     case CommandKind::DoubleRelease:
-      c.target = pickTensor(ch);
-      c.device = deviceFor(m, ch, c.target);
+      c.target = *pickTensor();
+      c.device = deviceFor(c.target);
       break;
-    case CommandKind::AddNetwork:
-      c.target = ch.freshNetwork.empty() ? pick(ch.networks) : ch.freshNetwork;
-      c.device = pick(ch.devices);
-      c.elemKind = pick(profile.elemKinds);
-      c.dims = {4};
-      c.nodes = pickNodes();
-      break;
-    case CommandKind::Run: {
-      c.target = pick(ch.networks);
-      const std::string &dev = m.networkDevices().at(c.target);
-      auto it = m.devices().at(dev).networks.find(c.target);
-      if (it == m.devices().at(dev).networks.end()) {
-        c.bindings = {{"x", pick(ch.tensors)}};
+    case CommandKind::AddNetwork: {
+      std::string fresh;
+      for (int i = 0; i < 3 && fresh.empty(); ++i)
+        if (!m_.placement().count("n" + std::to_string(i)))
+          fresh = "n" + std::to_string(i);
+      if (fresh.empty() && ch_.networks.empty())
+        return std::nullopt;
+      c.target = fresh.empty() ? *rng_.pick(ch_.networks) : fresh;
+      c.device = *rng_.pick(ch_.devices);
+      c.elemKind = pickNetworkKind();
+      if (!p_.shapes.empty()) {
+        c.dims = rng_.pick(p_.shapes);
       } else {
-        c.bindings = pickBindings(m, it->second);
-        RC_PRE(!c.bindings.empty());
+        // Runs compute every element in the model: mostly small networks.
+        uint64_t room = std::min<uint64_t>(64 * 1024, p_.space.maxLiveBytes);
+        size_t size = elemSize(c.elemKind);
+        c.dims = shapeOf(pickBytes(size, rng_.percent(90) ? 4096 : room) /
+                         size);
+      }
+      c.nodes = pickNodes(c.elemKind);
+      break;
+    }
+    case CommandKind::Run: {
+      c.target = *rng_.pick(ch_.networks);
+      const std::string &dev = m_.networkDevices().at(c.target);
+      auto it = m_.devices().at(dev).networks.find(c.target);
+      if (it == m_.devices().at(dev).networks.end()) {
+        c.bindings = {{"x", *rng_.pick(ch_.tensors)}};
+        break;
+      }
+      c.bindings = pickBindings(it->second);
+      if (c.bindings.empty()) {
+        // Too few tensors of the network's type: make one next.
+        wanted_ = Type{it->second.elemKind, it->second.dims};
+        return std::nullopt;
       }
       break;
     }
     case CommandKind::EvictNetwork:
     case CommandKind::EnsureOutputs:
-      c.target = pick(ch.networks);
+      c.target = *rng_.pick(ch_.networks);
       break;
     case CommandKind::Shutdown: {
-      std::vector<std::string> holding;
-      for (const auto &[id, r] : m.records())
+      std::vector<Name> holding;
+      for (const auto &[id, r] : m_.records())
         if (resident(r))
-          holding.push_back(r.device);
-      c.device = pick(holding);
+          holding.push_back(&r.device);
+      c.device = holding.empty() || rng_.percent(10) ? *rng_.pick(ch_.devices)
+                                                     : *rng_.pick(holding);
       break;
     }
     case CommandKind::InjectFault:
-      c.device =
-          ch.liveDevices.empty() ? pick(ch.devices) : pick(ch.liveDevices);
-      c.fault.site =
-          *rc::gen::element(FaultSite::Allocation, FaultSite::TransferToDevice,
-                            FaultSite::TransferFromDevice, FaultSite::Run);
-      c.fault.nth = *rc::gen::inRange(1u, 3u);
-      c.fault.code = pick(profile.faultCodes);
+      c.device = ch_.liveDevices.empty() ? *rng_.pick(ch_.devices)
+                                         : *rng_.pick(ch_.liveDevices);
+      c.fault.site = std::array{FaultSite::Allocation,
+                                FaultSite::TransferToDevice,
+                                FaultSite::TransferFromDevice,
+                                FaultSite::Run}[rng_.below(4)];
+      c.fault.nth = unsigned(rng_.between(1, 3));
+      c.fault.code = rng_.pick(p_.faultCodes);
       break;
     case CommandKind::Alloc: {
-      c.target = ch.freshLocation;
-      c.device = pick(ch.devices);
-      std::vector<uint64_t> sizes = profile.allocationSizes;
-      for (const auto &[name, r] : m.records())
-        sizes.push_back(r.bytes);
-      c.bytes = pick(sizes);
+      c.target = "L" + std::to_string(locationCount_++);
+      c.device = *rng_.pick(ch_.devices);
+      int how = int(rng_.below(10));
+      uint64_t left = budgetLeft(c.device);
+      if (left && how < 3) {
+        // Exactly what is left, one byte more or one byte less.
+        c.bytes = left + (how == 1 ? 1 : 0) - (how == 2 && left > 1 ? 1 : 0);
+      } else if (how < 7 && !m_.records().empty()) {
+        // The size of a live record, so that a to-device can take it over.
+        auto it = m_.records().begin();
+        std::advance(it, rng_.below(m_.records().size()));
+        c.bytes = it->second.bytes;
+      } else {
+        c.bytes = pickBytes(1, 64 * 1024);
+      }
       break;
     }
-    case CommandKind::Free: {
-      c.target = pick(ch.locations);
-      c.device = m.locations().at(c.target).device;
+    case CommandKind::Free:
+      c.target = *rng_.pick(ch_.locations);
+      c.device = m_.locations().at(c.target).device;
       break;
-    }
     }
     return c;
-  });
+  }
+
+  const GeneratorProfile &p_;
+  RandomSource &rng_;
+  Model &m_;
+  Choices ch_;
+  std::optional<CommandKind> focus_;
+  /// The type a run lacked a tensor of: the next create makes one.
+  std::optional<Type> wanted_;
+  size_t tensorCount_ = 0;
+  size_t locationCount_ = 0;
+};
+
+/// Budgets relative to the sizes scenarios allocate: small enough that
+/// OutOfMemory happens, and now and then exactly a multiple of a common
+/// size or one byte off it.
+uint64_t drawBudget(RandomSource &rng, const InputSpace &space) {
+  switch (rng.below(4)) {
+  case 0:
+  case 1:
+    return rng.between(1024, 64 * 1024);
+  case 2: {
+    std::vector<uint64_t> edges;
+    for (uint64_t b : space.boundaries)
+      if (b >= 256 && b <= 1024 * 1024)
+        edges.push_back(b);
+    uint64_t b = edges.empty() ? 4096 : rng.pick(edges);
+    return b + rng.below(3) - 1;
+  }
+  default:
+    return rng.between(64, 1024);
+  }
 }
 
 } // namespace
 
+ScenarioGenerator::ScenarioGenerator(GeneratorProfile profile,
+                                     Capabilities capabilities)
+    : profile_(std::move(profile)), capabilities_(capabilities) {}
+
+Scenario ScenarioGenerator::generate(uint64_t seed, size_t steps) const {
+  RandomSource rng(seed);
+  Scenario s;
+  s.devices = profile_.devices;
+  if (profile_.drawBudgets)
+    for (DeviceSpec &d : s.devices)
+      d.budget = drawBudget(rng, profile_.space);
+  Model model(s.devices, capabilities_, /*trackContents=*/false);
+  Drawing drawing(profile_, rng, model);
+  s.commands.reserve(steps);
+  // A drawn kind can be impossible in the current state; a few redraws
+  // always find one (create is always possible below maxTensors).
+  for (size_t attempts = 0; s.commands.size() < steps && attempts < 4 * steps;
+       ++attempts) {
+    std::optional<Command> c = drawing.next();
+    if (!c || !commandFitsModel(*c, model))
+      continue;
+    c->expect = model.apply(*c).outcome;
+    s.commands.push_back(std::move(*c));
+  }
+  return s;
+}
+
 rc::Gen<Scenario> genScenario(const GeneratorProfile &profile,
                               const Capabilities &capabilities) {
-  Model initial(profile.devices, capabilities);
-  auto makeInitial = [initial] { return initial; };
-  auto genFunc = [profile](const Model &m) {
-    Choices ch = gather(m);
-    std::vector<std::pair<uint32_t, rc::Gen<GenCommandPtr>>> options;
-    for (const auto &[kind, weight] : profile.weights) {
-      if (weight <= 0)
-        continue;
-      bool possible = true;
-      switch (kind) {
-      case CommandKind::Create:
-        possible = m.tensors().size() < profile.maxTensors;
-        break;
-      case CommandKind::View:
-      case CommandKind::Clone:
-      case CommandKind::MoveConstruct:
-        possible =
-            !ch.tensors.empty() && m.tensors().size() < profile.maxTensors;
-        break;
-      case CommandKind::Run:
-      case CommandKind::EvictNetwork:
-      case CommandKind::EnsureOutputs:
-        possible = !ch.networks.empty() && !ch.tensors.empty();
-        break;
-      case CommandKind::AddNetwork:
-        possible = !ch.freshNetwork.empty() || !ch.networks.empty();
-        break;
-      case CommandKind::Free:
-        possible = !ch.locations.empty();
-        break;
-      case CommandKind::Shutdown: {
-        // Shutting down an empty device teaches little: wait for residents.
-        possible = false;
-        for (const auto &[id, r] : m.records())
-          possible = possible || resident(r);
-        break;
-      }
-      case CommandKind::Alloc:
-      case CommandKind::InjectFault:
-        break;
-      default:
-        possible = !ch.tensors.empty();
-        break;
-      }
-      if (possible)
-        options.emplace_back(uint32_t(weight),
-                             wrap(genCommandOfKind(kind, m, profile)));
-    }
-    if (options.empty())
-      options.emplace_back(
-          1u, wrap(genCommandOfKind(CommandKind::Create, m, profile)));
-    // Weighted choice (rapidcheck's weightedOneOf takes only literal lists);
-    // shrinking the draw moves towards the first listed command kind.
-    uint32_t total = 0;
-    for (const auto &option : options)
-      total += option.first;
-    return rc::gen::mapcat(
-        rc::gen::resize(rc::kNominalSize, rc::gen::inRange<uint32_t>(0, total)),
-        [options](uint32_t draw) {
-          for (const auto &[weight, gen] : options) {
-            if (draw < weight)
-              return gen;
-            draw -= weight;
-          }
-          return options.back().second;
-        });
-  };
-  return rc::gen::map(
-      rc::state::gen::commands(makeInitial, genFunc),
-      [devices = profile.devices](
-          const rc::state::Commands<rc::state::Command<Model, ScenarioBuilder>>
-              &commands) {
-        Scenario s;
-        s.devices = devices;
-        for (const auto &c : commands)
-          s.commands.push_back(
-              static_cast<const GeneratedCommand &>(*c).command());
-        return s;
-      });
+  ScenarioGenerator generator(profile, capabilities);
+  return rc::gen::withSize([generator](int size) {
+    return rc::gen::map(rc::gen::arbitrary<uint64_t>(),
+                        [generator, size](uint64_t seed) {
+                          return generator.generate(seed, size_t(size) + 1);
+                        });
+  });
 }
 
 } // namespace drt::conformance

@@ -991,4 +991,58 @@ void Model::teardown() {
     forgetTensor(name, ignored);
 }
 
+bool commandFitsModel(const Command &c, const Model &model) {
+  auto has = [&](const std::string &name) { return model.tensor(name); };
+  auto hasDevice = [&](const std::string &name) {
+    return model.devices().count(name) != 0;
+  };
+  auto locationOn = [&](const std::string &name, const std::string &device) {
+    auto it = model.locations().find(name);
+    return it != model.locations().end() && it->second.device == device;
+  };
+  auto network = [&](const std::string &name) {
+    return model.networkDevices().count(name) != 0;
+  };
+  switch (c.kind) {
+  case CommandKind::Create:
+    return !has(c.target);
+  case CommandKind::View:
+  case CommandKind::Clone:
+  case CommandKind::MoveConstruct:
+    return has(c.source) && !has(c.target);
+  case CommandKind::MoveAssign:
+    return has(c.source) && has(c.target);
+  case CommandKind::SelfMove:
+  case CommandKind::Destroy:
+  case CommandKind::Read:
+  case CommandKind::Write:
+  case CommandKind::Refill:
+    return has(c.target);
+  case CommandKind::ToDevice:
+    return has(c.target) && hasDevice(c.device) &&
+           (c.location.empty() || locationOn(c.location, c.device));
+  case CommandKind::FromDevice:
+  case CommandKind::Release:
+  case CommandKind::DoubleRelease:
+    return has(c.target) && hasDevice(c.device);
+  case CommandKind::AddNetwork:
+  case CommandKind::Shutdown:
+  case CommandKind::InjectFault:
+    return hasDevice(c.device);
+  case CommandKind::Run:
+    for (const auto &[ph, t] : c.bindings)
+      if (!has(t))
+        return false;
+    return network(c.target);
+  case CommandKind::EvictNetwork:
+  case CommandKind::EnsureOutputs:
+    return network(c.target);
+  case CommandKind::Alloc:
+    return hasDevice(c.device) && !model.locations().count(c.target);
+  case CommandKind::Free:
+    return locationOn(c.target, c.device);
+  }
+  return false;
+}
+
 } // namespace drt::conformance

@@ -4,6 +4,7 @@
 #include "drt/BackendRegistry.h"
 #include "drt/conformance/Runner.h"
 #include "drt/conformance/ScenarioText.h"
+#include "drt/conformance/Shrink.h"
 
 #include <chrono>
 #include <fstream>
@@ -149,7 +150,9 @@ std::vector<PropertyFamily> makeFamilies() {
                  w[K::Alloc] = 5;
                  w[K::Free] = 4;
                  w[K::ToDevice] = 8;
-                 return oneDevice(w, 96);
+                 GeneratorProfile p = oneDevice(w);
+                 p.drawBudgets = true;
+                 return p;
                },
                {"out-of-memory", "takes-over-location"}});
   f.push_back({"runs-and-outputs",
@@ -163,9 +166,7 @@ std::vector<PropertyFamily> makeFamilies() {
                      {K::AddNetwork, 3},    {K::Run, 10},
                      {K::EnsureOutputs, 5}, {K::EvictNetwork, 1},
                      {K::Destroy, 1},       {K::View, 1}};
-                 GeneratorProfile p = oneDevice(w);
-                 p.shapes = {{4}};
-                 return p;
+                 return oneDevice(w);
                },
                {"run-leaves-outputs-resident", "ensure-outputs-brings-back",
                 "run-input-in-place"}});
@@ -179,11 +180,8 @@ std::vector<PropertyFamily> makeFamilies() {
                      {K::AddNetwork, 3}, {K::Run, 10},         {K::Read, 2},
                      {K::FromDevice, 2}, {K::EnsureOutputs, 3}};
                  GeneratorProfile p = oneDevice(w);
-                 // [8] owners give [4] views at an offset as run inputs.
-                 p.shapes = {{4}, {8}};
-                 p.viewLengths = {4};
                  // One element kind, so that most tensors fit a network.
-                 p.elemKinds = {ElemKind::Float32};
+                 p.space.elemKinds = {ElemKind::Float32};
                  return p;
                },
                {"run-input-view-at-offset-in-place"}});
@@ -196,7 +194,6 @@ std::vector<PropertyFamily> makeFamilies() {
                      {K::Create, 8},     {K::ToDevice, 3}, {K::Read, 5},
                      {K::AddNetwork, 3}, {K::Run, 10},     {K::Destroy, 1}};
                  GeneratorProfile p = oneDevice(w);
-                 p.shapes = {{4}};
                  p.devices[0].copyToHost = true;
                  return p;
                },
@@ -211,7 +208,6 @@ std::vector<PropertyFamily> makeFamilies() {
                  w[K::AddNetwork] = 3;
                  w[K::Run] = 6;
                  GeneratorProfile p = oneDevice(w);
-                 p.shapes = {{4}};
                  p.devices.push_back(device("d1"));
                  return p;
                },
@@ -233,7 +229,6 @@ std::vector<PropertyFamily> makeFamilies() {
                  w[K::Run] = 6;
                  w[K::Refill] = 2;
                  GeneratorProfile p = oneDevice(w);
-                 p.shapes = {{4}};
                  p.faultCodes = {ErrorCode::DeviceError, ErrorCode::OutOfMemory,
                                  ErrorCode::DeviceLost};
                  return p;
@@ -275,7 +270,6 @@ std::vector<PropertyFamily> makeFamilies() {
                  w[K::Run] = 8;
                  w[K::EnsureOutputs] = 3;
                  GeneratorProfile p = oneDevice(w);
-                 p.shapes = {{4}};
                  p.devices.push_back(device("d1"));
                  if (backend == "fake")
                    for (DeviceSpec &d : p.devices) {
@@ -299,28 +293,14 @@ std::vector<PropertyFamily> makeFamilies() {
                  w[K::Alloc] = 1;
                  w[K::Free] = 1;
                  w[K::FromDevice] = 6;
-                 GeneratorProfile p = oneDevice(w, 512);
+                 GeneratorProfile p = oneDevice(w);
                  p.devices.push_back(device("d1"));
+                 p.drawBudgets = true;
                  return p;
                },
                {"to-device@Mirrored", "cross-device-move-"}});
   return f;
 }
-
-/// Counts shrinking; prints nothing (the runner reports failures itself).
-class QuietListener final : public rc::detail::TestListener {
-public:
-  void onTestCaseFinished(const rc::detail::CaseDescription &) override {}
-  void onShrinkTried(const rc::detail::CaseDescription &,
-                     bool accepted) override {
-    ++tried;
-    accepted_ += accepted;
-  }
-  void onTestFinished(const rc::detail::TestMetadata &,
-                      const rc::detail::TestResult &) override {}
-  int tried = 0;
-  int accepted_ = 0;
-};
 
 bool reached(const std::map<std::string, int> &labels,
              const std::string &prefix) {
@@ -335,20 +315,31 @@ const std::vector<PropertyFamily> &propertyFamilies() {
   return families;
 }
 
-/// Further batches of cases a property runs while a key state is missing.
-constexpr int CoverageBatches = 3;
+/// Further rounds (of the time budget, or of the cases) a property runs while
+/// a key state is missing.
+constexpr int CoverageRounds = 3;
+
+/// The seed of case \p index of a property whose seed is \p seed.
+uint64_t caseSeed(uint64_t seed, uint64_t index) {
+  uint64_t z = seed + (index + 1) * 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
 
 PropertyResult runProperty(const PropertyFamily &family,
                            const PropertyOptions &options) {
+  using Clock = std::chrono::steady_clock;
   PropertyResult result;
   result.name = family.name;
   result.backend = options.backend;
-  result.seed = familySeed(options.seed, family.name, options.shardIndex);
-  auto started = std::chrono::steady_clock::now();
+  result.seed = familySeed(options.seed, family.name, 0);
+  auto started = Clock::now();
+  auto elapsed = [&] {
+    return std::chrono::duration<double>(Clock::now() - started).count();
+  };
   auto finish = [&]() -> PropertyResult {
-    result.seconds = std::chrono::duration<double>(
-                         std::chrono::steady_clock::now() - started)
-                         .count();
+    result.seconds = elapsed();
     return result;
   };
 
@@ -372,100 +363,86 @@ PropertyResult runProperty(const PropertyFamily &family,
       caps = info->capabilities;
   }
 
-  int cases = options.cases / options.shardCount +
-              (options.shardIndex < options.cases % options.shardCount ? 1 : 0);
-  if (cases == 0) {
-    result.status = PropertyResult::Status::Skipped;
-    result.reason = "no cases in this shard";
-    return finish();
-  }
-  GeneratorProfile profile = family.profile(options.backend, result.seed);
-
-  bool failing = false;
-  std::optional<Scenario> minimal;
-  std::string minimalFailure;
-  auto property = [&]() {
-    // Sizes run from half of maxSteps to maxSteps, so every case is deep
-    // enough to reach nested states.
-    Scenario s = *rc::gen::withSize([&](int size) {
-      return rc::gen::resize(options.maxSteps / 2 + size / 2,
-                             genScenario(profile, caps));
-    });
-    s = annotateExpectations(s, options.backend);
-    RunOptions run;
-    run.backend = options.backend;
-    run.against = options.against;
-    RunResult r = runScenario(s, run);
-    if (!failing) {
-      ++result.cases;
-      result.steps += r.steps;
-      for (const auto &[label, n] : r.labels)
-        result.labels[label] += n;
-      for (const auto &[t, n] : r.transitions)
-        result.transitions[t] += n;
-    }
-    if (r.passed())
-      return;
-    failing = true;
-    std::string why =
-        r.setupError.empty() ? r.divergence->toString() : r.setupError;
-    if (!minimal || s.commands.size() <= minimal->commands.size()) {
-      minimal = s;
-      minimalFailure = why;
-    }
-    RC_FAIL(why);
-  };
-
+  ScenarioGenerator generator(family.profile(options.backend, result.seed),
+                              caps);
+  RunOptions run;
+  run.backend = options.backend;
+  run.against = options.against;
   auto missingKeyState = [&]() -> std::optional<std::string> {
     for (const std::string &key : family.keyLabels)
       if (!reached(result.labels, key))
         return key;
     return std::nullopt;
   };
-  rc::detail::TestMetadata metadata;
-  metadata.id = family.name;
-  metadata.description = family.description;
-  QuietListener listener;
-  std::optional<rc::detail::TestResult> found;
-  // A batch that passes without reaching every key state is followed by
-  // more batches under derived seeds, so that coverage does not hinge on
-  // one seed; a single shard sees only part of the cases and runs one.
-  int batches = options.shardCount > 1 ? 1 : 1 + CoverageBatches;
-  uint64_t caseSeed = result.seed;
-  for (int batch = 0; batch < batches; ++batch) {
-    rc::detail::TestParams params;
-    params.seed = caseSeed =
-        result.seed + uint64_t(batch) * 0x9e3779b97f4a7c15ull;
-    params.maxSuccess = cases;
-    params.maxSize = options.maxSteps;
-    params.maxDiscardRatio = 20;
-    found = rc::detail::checkProperty(rc::detail::toProperty(property),
-                                      metadata, params, listener);
-    if (failing || !found->is<rc::detail::SuccessResult>() ||
-        !missingKeyState())
+
+  // Cases are numbered; a shard runs every shardCount-th one, so the shards
+  // together run exactly the cases one process would. With a case count the
+  // run is exact; with a time budget it runs cases until the budget is
+  // spent, so faster code means a deeper run (deterministic for a seed and
+  // a machine speed).
+  bool byTime = options.cases <= 0;
+  auto budgetSpent = [&](int round) {
+    if (!byTime)
+      return false;
+    return result.cases >= options.minCases &&
+           elapsed() >= options.timeBudget * (round + 1);
+  };
+  uint64_t index = 0;
+  std::optional<Scenario> failing;
+  std::string failure;
+  uint64_t failingSeed = 0;
+  size_t minSteps = size_t(std::max(options.maxSteps / 2, 1));
+  size_t maxSteps = size_t(std::max(options.maxSteps, 1));
+  for (int round = 0; round <= CoverageRounds && !failing; ++round) {
+    uint64_t end = byTime ? UINT64_MAX : uint64_t(options.cases) * (round + 1);
+    for (; index < end && !budgetSpent(round); ++index) {
+      if (int64_t(index % uint64_t(options.shardCount)) != options.shardIndex)
+        continue;
+      uint64_t seed = caseSeed(result.seed, index);
+      RandomSource lengths(seed ^ 0x5bd1e995u);
+      Scenario s = generator.generate(
+          seed, size_t(lengths.between(minSteps, maxSteps)));
+      RunResult r = runScenario(s, run);
+      ++result.cases;
+      result.steps += r.steps;
+      for (const auto &[label, n] : r.labels)
+        result.labels[label] += n;
+      for (const auto &[t, n] : r.transitions)
+        result.transitions[t] += n;
+      if (!r.passed()) {
+        failing = std::move(s);
+        failure = r.setupError.empty() ? r.divergence->toString()
+                                       : r.setupError;
+        failingSeed = seed;
+        break;
+      }
+    }
+    // One shard sees a part of the cases: coverage is judged over all.
+    if (failing || options.shardCount > 1 || !missingKeyState())
       break;
   }
-  const rc::detail::TestResult &outcome = *found;
-  result.shrinksTried = listener.tried;
-  result.shrinksAccepted = listener.accepted_;
 
-  if (outcome.is<rc::detail::GaveUpResult>()) {
+  if (failing) {
+    ShrinkResult shrunk = shrinkScenario(
+        *failing,
+        [&](const Scenario &s) { return wellFormedScenario(s, options.backend); },
+        [&](const Scenario &s) {
+          RunResult r = runScenario(s, run);
+          if (r.passed())
+            return false;
+          failure =
+              r.setupError.empty() ? r.divergence->toString() : r.setupError;
+          return true;
+        });
+    // The failure message is that of the last candidate that failed, which
+    // is the minimal scenario.
+    result.shrinksTried = int(shrunk.attempts);
+    result.shrinksAccepted = int(shrunk.accepted);
+    const Scenario &minimal = shrunk.scenario;
     result.status = PropertyResult::Status::Failed;
-    result.reason = "gave up generating scenarios: " +
-                    outcome.get<rc::detail::GaveUpResult>().description;
-    return finish();
-  }
-  if (outcome.is<rc::detail::Error>()) {
-    result.status = PropertyResult::Status::Failed;
-    result.reason =
-        "generator error: " + outcome.get<rc::detail::Error>().description;
-    return finish();
-  }
-  if (minimal) {
-    result.status = PropertyResult::Status::Failed;
-    result.reason = minimalFailure;
-    result.minimalScenario = printScenario(*minimal);
-    result.minimalLength = minimal->commands.size();
+    result.reason = failure;
+    result.minimalScenario = printScenario(minimal);
+    result.minimalLength = minimal.commands.size();
     std::string dir =
         options.failureDirectory.empty() ? "." : options.failureDirectory;
     result.scenarioFile = dir + "/" + family.name + "-" + options.backend +
@@ -476,8 +453,8 @@ PropertyResult runProperty(const PropertyFamily &family,
     std::ofstream out(result.scenarioFile);
     out << "# minimal failing scenario of property '" << family.name
         << "' on backend '" << options.backend << "', seed " << options.seed
-        << " (case seed " << caseSeed << ")\n";
-    std::string text = minimalFailure;
+        << " (case seed " << failingSeed << ")\n";
+    std::string text = failure;
     size_t pos = 0;
     while (pos < text.size()) {
       size_t nl = text.find('\n', pos);
@@ -494,7 +471,6 @@ PropertyResult runProperty(const PropertyFamily &family,
     if (reached(result.labels, key))
       continue;
     if (options.shardCount > 1) {
-      // One shard sees a part of the cases: coverage is judged over all.
       result.reason += (result.reason.empty() ? "" : ", ") +
                        std::string("key state '") + key +
                        "' not reached in this shard";
@@ -506,9 +482,6 @@ PropertyResult runProperty(const PropertyFamily &family,
                     "' (a vacuous pass is a failure)";
     return finish();
   }
-  if (result.cases > cases)
-    result.reason =
-        "key states reached after " + std::to_string(result.cases) + " cases";
   return finish();
 }
 

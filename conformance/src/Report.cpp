@@ -116,8 +116,12 @@ std::string summaryTable(const RunSummary &summary) {
 
 std::string markdownReport(const RunSummary &summary) {
   std::string s = "# Conformance summary\n\n";
+  char budget[32];
+  std::snprintf(budget, sizeof budget, "%g", summary.timeBudget);
   s += "Seed " + std::to_string(summary.seed) + ", " +
-       std::to_string(summary.cases) + " cases per property, at most " +
+       (summary.cases ? std::to_string(summary.cases) + " cases per property"
+                      : std::string(budget) + " s per property") +
+       ", at most " +
        std::to_string(summary.maxSteps) + " steps per case, shard " +
        std::to_string(summary.shardIndex + 1) + " of " +
        std::to_string(summary.shardCount) +
@@ -171,6 +175,7 @@ std::string markdownReport(const RunSummary &summary) {
 std::string jsonReport(const RunSummary &summary) {
   std::string s = "{\n  \"seed\": " + std::to_string(summary.seed) +
                   ",\n  \"cases\": " + std::to_string(summary.cases) +
+                  ",\n  \"timeBudget\": " + std::to_string(summary.timeBudget) +
                   ",\n  \"maxSteps\": " + std::to_string(summary.maxSteps) +
                   ",\n  \"shard\": " + std::to_string(summary.shardIndex) +
                   ",\n  \"shards\": " + std::to_string(summary.shardCount) +

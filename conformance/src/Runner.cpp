@@ -887,6 +887,21 @@ Scenario annotateExpectations(const Scenario &scenario,
   return out;
 }
 
+Scenario wellFormedScenario(const Scenario &scenario,
+                            const std::string &backend) {
+  Scenario out;
+  out.devices = scenario.devices;
+  Model model(scenario.devices, capabilitiesOf(backend),
+              /*trackContents=*/false);
+  for (const Command &c : scenario.commands) {
+    if (!commandFitsModel(c, model))
+      continue;
+    out.commands.push_back(c);
+    out.commands.back().expect = model.apply(c).outcome;
+  }
+  return out;
+}
+
 RunResult runScenario(const Scenario &scenario, const RunOptions &options) {
   RunResult result;
   ScopedThrowingViolationHandler violations;

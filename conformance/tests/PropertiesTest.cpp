@@ -88,21 +88,27 @@ TEST(Properties, SkipsCarryTheirReason) {
 }
 
 TEST(Properties, ShardsSplitTheCasesDisjointly) {
+  // The shards together run exactly the cases of one unsharded run: the
+  // same number of cases and, case for case, the same steps.
   const PropertyFamily &f = propertyFamilies().front();
+  PropertyOptions whole;
+  whole.cases = 10;
+  whole.maxSteps = 10;
+  PropertyResult all = runProperty(f, whole);
   int total = 0;
-  std::set<uint64_t> seeds;
+  size_t steps = 0;
   for (int shard = 0; shard < 3; ++shard) {
-    PropertyOptions options;
-    options.cases = 10;
-    options.maxSteps = 10;
+    PropertyOptions options = whole;
     options.shardIndex = shard;
     options.shardCount = 3;
     PropertyResult r = runProperty(f, options);
+    EXPECT_EQ(r.cases, shard == 0 ? 4 : 3);
+    EXPECT_EQ(r.seed, all.seed);
     total += r.cases;
-    seeds.insert(r.seed);
+    steps += r.steps;
   }
   EXPECT_EQ(total, 10);
-  EXPECT_EQ(seeds.size(), 3u);
+  EXPECT_EQ(steps, all.steps);
 }
 
 } // namespace

@@ -24,10 +24,13 @@ namespace {
 
 const char *Usage =
     "usage: drt-conformance [--backend NAME|all] [--against NAME] [--seed N]\n"
-    "                       [--cases N] [--max-steps N] [--filter PATTERN]\n"
+    "                       [--cases N | --time-budget SECONDS]\n"
+    "                       [--max-steps N] [--filter PATTERN]\n"
     "                       [--list] [--junit FILE] [--report FILE]\n"
     "                       [--failures-dir DIR] [--fail-fast]\n"
-    "Runs the residency conformance properties. --report FILE writes a\n"
+    "Runs the residency conformance properties. Each property runs cases\n"
+    "for --time-budget seconds (default 0.5; at least 10 cases), or exactly\n"
+    "--cases N cases. --report FILE writes a\n"
     "Markdown summary to FILE and JSON to FILE.json. GTEST_TOTAL_SHARDS and\n"
     "GTEST_SHARD_INDEX split the cases of every property across shards.\n"
     "--fail-fast stops after the first failing property.\n";
@@ -105,7 +108,8 @@ bool writeFile(const std::string &path, const std::string &text) {
 
 int main(int argc, char **argv) {
   std::string backend = "all", against, filter, junit, report, failuresDir;
-  long seed = 1, cases = 25, maxSteps = 40;
+  long seed = 1, cases = 0, maxSteps = 40;
+  double timeBudget = 0.5;
   bool failFast = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -132,6 +136,17 @@ int main(int argc, char **argv) {
       number(seed);
     else if (arg == "--cases")
       number(cases);
+    else if (arg == "--time-budget") {
+      const char *v = value();
+      char *end = nullptr;
+      timeBudget = std::strtod(v, &end);
+      if (!end || *end || end == v || !(timeBudget > 0) || timeBudget > 3600) {
+        std::cerr << "drt-conformance: --time-budget expects seconds in "
+                     "(0, 3600], got '"
+                  << v << "'\n";
+        return 2;
+      }
+    }
     else if (arg == "--max-steps")
       number(maxSteps);
     else if (arg == "--filter")
@@ -176,6 +191,7 @@ int main(int argc, char **argv) {
   RunSummary summary;
   summary.seed = uint64_t(seed);
   summary.cases = int(cases);
+  summary.timeBudget = cases ? 0 : timeBudget;
   summary.maxSteps = int(maxSteps);
   summary.against = against;
   if (const char *total = std::getenv("GTEST_TOTAL_SHARDS")) {
@@ -212,6 +228,7 @@ int main(int argc, char **argv) {
       options.against = partner;
       options.seed = uint64_t(seed);
       options.cases = int(cases);
+      options.timeBudget = timeBudget;
       options.maxSteps = int(maxSteps);
       options.shardIndex = summary.shardIndex;
       options.shardCount = summary.shardCount;

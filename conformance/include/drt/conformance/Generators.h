@@ -1,23 +1,26 @@
 //===- drt/conformance/Generators.h - Scenario generators -------*- C++ -*-===//
 //
-// rapidcheck state-machine generators over the scenario commands. The
-// generator state is the reference model, so every generated command names
-// live objects and the model knows its outcome; command choice is weighted
-// per property family (uniform choice misses deep bugs), and rapidcheck's
-// size bounds the number of steps.
+// Scenario generators. The generator's state is the reference model (run
+// without contents, so its cost does not grow with the tensors' sizes):
+// every generated command names live objects and the model knows its
+// outcome. Command choice is weighted per property family (uniform choice
+// misses deep bugs); the tensor a command acts on is chosen by residency
+// state first, so that rare pairs of command and state are as frequent as
+// common ones; sizes, element kinds, values, offsets and budgets come from
+// the input space (InputSpace.h). Generation is deterministic for a seed.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DRT_CONFORMANCE_GENERATORS_H
 #define DRT_CONFORMANCE_GENERATORS_H
 
+#include "drt/conformance/InputSpace.h"
 #include "drt/conformance/Model.h"
 #include "drt/conformance/Scenario.h"
 
 #include <rapidcheck.h>
-#include <rapidcheck/state.h>
 
+#include <cstdint>
 #include <map>
-#include <memory>
 #include <vector>
 
 namespace drt::conformance {
@@ -28,54 +31,74 @@ struct GeneratorProfile {
   std::vector<DeviceSpec> devices;
   /// Relative weight of each command kind; a kind not listed is never chosen.
   std::map<CommandKind, int> weights;
-  /// Element kinds tensors are created with.
-  std::vector<ElemKind> elemKinds = {ElemKind::Float32, ElemKind::Int32};
-  /// Shapes tensors are created with.
-  std::vector<std::vector<size_t>> shapes = {{4}, {4}, {4}, {8}, {2, 4}};
-  /// Element counts of partial views (capped at the source's size); not
-  /// empty, none zero.
-  std::vector<size_t> viewLengths = {1, 2, 4};
+  /// The input space sizes, kinds and values are drawn from.
+  InputSpace space = makeInputSpace();
+  /// When not empty, every tensor and network takes one of these shapes
+  /// (element kinds still come from the input space) instead of a drawn size.
+  std::vector<std::vector<size_t>> shapes;
+  /// Relative weight of each size class of the input space (by index); empty:
+  /// the classes' own weights.
+  std::vector<unsigned> sizeClassWeights;
   /// Most tensors alive at once (create stops being chosen beyond it).
   size_t maxTensors = 12;
-  /// Sizes (in bytes) of raw allocations to choose from, besides the
-  /// exact size of a live tensor.
-  std::vector<uint64_t> allocationSizes = {16, 32, 64};
+  /// Most nodes of a generated network.
+  size_t maxNetworkNodes = 4;
   /// Fault codes inject-fault chooses from.
   std::vector<ErrorCode> faultCodes = {ErrorCode::DeviceError,
                                        ErrorCode::DeviceLost};
+  /// When set, each device's budget is drawn relative to the sizes the
+  /// scenario allocates (exact fits and one-byte misses happen), replacing
+  /// the budgets in `devices`.
+  bool drawBudgets = false;
 };
 
-/// The scenario builder the rapidcheck commands run against: it only
-/// collects the commands; the runner executes them afterwards.
-struct ScenarioBuilder {
-  std::vector<Command> commands;
-};
-
-/// One generated step as a rapidcheck command.
-class GeneratedCommand final
-    : public rc::state::Command<Model, ScenarioBuilder> {
+/// A small deterministic random source (SplitMix64).
+class RandomSource {
 public:
-  explicit GeneratedCommand(conformance::Command command)
-      : command_(std::move(command)) {}
-
-  /// The command is still well formed in \p model (names exist or are
-  /// fresh as needed); rapidcheck rechecks this while shrinking.
-  void checkPreconditions(const Model &model) const override;
-  void apply(Model &model) const override;
-  void run(const Model &model, ScenarioBuilder &builder) const override;
-  void show(std::ostream &os) const override;
-
-  const conformance::Command &command() const { return command_; }
+  explicit RandomSource(uint64_t seed) : state_(seed) {}
+  /// The next 64 random bits.
+  uint64_t next() {
+    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  /// A number in [0, n); 0 when n is 0.
+  uint64_t below(uint64_t n) { return n ? next() % n : 0; }
+  /// A number in [lo, hi].
+  uint64_t between(uint64_t lo, uint64_t hi) {
+    return lo + below(hi - lo + 1);
+  }
+  /// True with probability \p percent / 100.
+  bool percent(unsigned percent) { return below(100) < percent; }
+  /// An element of \p v (which must not be empty).
+  template <typename T> const T &pick(const std::vector<T> &v) {
+    return v[below(v.size())];
+  }
 
 private:
-  conformance::Command command_;
+  uint64_t state_;
 };
 
-/// True when \p command names only objects that \p model can act on.
-bool commandFitsModel(const Command &command, const Model &model);
+/// Generates scenarios for one profile on a backend declaring some
+/// capabilities.
+class ScenarioGenerator {
+public:
+  ScenarioGenerator(GeneratorProfile profile, Capabilities capabilities);
 
-/// The generator of whole scenarios for \p profile on a backend declaring
-/// \p capabilities.
+  /// The scenario of \p steps commands that \p seed gives. The expectations
+  /// of its commands are the model's predictions for the capabilities.
+  Scenario generate(uint64_t seed, size_t steps) const;
+
+  const GeneratorProfile &profile() const { return profile_; }
+
+private:
+  GeneratorProfile profile_;
+  Capabilities capabilities_;
+};
+
+/// A rapidcheck generator of scenarios for \p profile (rapidcheck's size is
+/// the number of steps), for properties written with RC_GTEST_PROP.
 rc::Gen<Scenario> genScenario(const GeneratorProfile &profile,
                               const Capabilities &capabilities);
 

@@ -203,6 +203,11 @@ private:
   std::map<std::string, std::string> placement_;
 };
 
+/// True when \p command names only objects that \p model can act on (tensors
+/// exist or are fresh as the command needs, devices are declared, locations
+/// belong to the device, networks were added).
+bool commandFitsModel(const Command &command, const Model &model);
+
 /// The state's name with the first letter capitalised ("Host", "Device").
 std::string stateLabel(ResidencyState state);
 

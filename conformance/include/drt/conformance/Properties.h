@@ -48,7 +48,13 @@ struct PropertyOptions {
   /// Differential partner ("" for none).
   std::string against;
   uint64_t seed = 1;
-  int cases = 30;
+  /// Cases to run; 0 runs cases until timeBudget is spent instead.
+  int cases = 0;
+  /// Seconds a property spends generating and checking cases when cases is
+  /// 0 (shrinking a failure comes on top).
+  double timeBudget = 0.5;
+  /// Cases a time-budgeted property runs however slow the backend is.
+  int minCases = 10;
   int maxSteps = 40;
   /// gtest-style sharding of the cases: this shard's index and the count.
   int shardIndex = 0;

@@ -14,7 +14,9 @@ namespace drt::conformance {
 struct RunSummary {
   /// The base seed and the settings of the run.
   uint64_t seed = 0;
+  /// Cases per property, or 0 when each property ran for timeBudget seconds.
   int cases = 0;
+  double timeBudget = 0;
   int maxSteps = 0;
   int shardIndex = 0;
   int shardCount = 1;

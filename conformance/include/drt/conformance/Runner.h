@@ -81,6 +81,13 @@ RunResult runScenario(const Scenario &scenario, const RunOptions &options);
 Scenario annotateExpectations(const Scenario &scenario,
                               const std::string &backend);
 
+/// Returns \p scenario without the commands that name objects which do not
+/// exist at that point (what removing a command leaves dangling), with every
+/// expectation set to what the model predicts for \p backend: the form the
+/// shrinker runs.
+Scenario wellFormedScenario(const Scenario &scenario,
+                            const std::string &backend);
+
 } // namespace drt::conformance
 
 #endif // DRT_CONFORMANCE_RUNNER_H

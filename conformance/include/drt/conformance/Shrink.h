@@ -1,0 +1,52 @@
+//===- drt/conformance/Shrink.h - Minimal failing scenarios -----*- C++ -*-===//
+//
+// The one shrinker: it takes any failing scenario (generated, decoded from
+// fuzzer bytes, or written by hand) and a predicate that runs it, and returns
+// a scenario that still fails and is shorter and simpler. It removes runs of
+// commands (the commands a removal leaves dangling go with it), then
+// simplifies what remains: sizes towards the small end of the input space,
+// values towards zeros and small exact ones, networks towards fewer nodes,
+// offsets towards zero, faults towards the first operation, devices towards
+// fewer and plainer ones.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DRT_CONFORMANCE_SHRINK_H
+#define DRT_CONFORMANCE_SHRINK_H
+
+#include "drt/conformance/Scenario.h"
+
+#include <cstddef>
+#include <functional>
+
+namespace drt::conformance {
+
+/// Limits of one shrink.
+struct ShrinkOptions {
+  /// Most candidate scenarios to run.
+  size_t maxAttempts = 3000;
+  /// Most seconds to spend; the best scenario so far is kept.
+  double maxSeconds = 30;
+};
+
+/// What a shrink produced.
+struct ShrinkResult {
+  Scenario scenario;
+  /// Candidates run, and how many of them still failed (and were kept).
+  size_t attempts = 0;
+  size_t accepted = 0;
+};
+
+/// Shrinks \p failing, for which \p fails returns true. Every candidate is
+/// first made well formed by \p normalize (which drops commands naming
+/// objects that no longer exist and sets every expectation to what the
+/// reference model predicts); \p fails is only asked about candidates that
+/// are well formed.
+ShrinkResult
+shrinkScenario(const Scenario &failing,
+               const std::function<Scenario(const Scenario &)> &normalize,
+               const std::function<bool(const Scenario &)> &fails,
+               const ShrinkOptions &options = {});
+
+} // namespace drt::conformance
+
+#endif // DRT_CONFORMANCE_SHRINK_H

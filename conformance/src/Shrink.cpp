@@ -1,0 +1,234 @@
+//===- Shrink.cpp - Minimal failing scenarios -----------------------------===//
+#include "drt/conformance/Shrink.h"
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+
+namespace drt::conformance {
+
+namespace {
+
+size_t elementsOf(const std::vector<size_t> &dims) {
+  size_t n = 1;
+  for (size_t d : dims)
+    n *= d;
+  return n;
+}
+
+/// Simpler versions of \p c, simplest first.
+std::vector<Command> simplerCommands(const Command &c) {
+  std::vector<Command> out;
+  auto with = [&](auto change) {
+    Command s = c;
+    change(s);
+    if (!(s == c))
+      out.push_back(std::move(s));
+  };
+  // A smaller shape of the same kind: one element, then halves, then one
+  // dimension.
+  auto shrinkDims = [&](bool allowOne) {
+    size_t n = elementsOf(c.dims);
+    if (c.dims.empty())
+      return;
+    if (allowOne && n > 1)
+      with([](Command &s) { s.dims = {1}; });
+    for (size_t m = n / 2; m >= 1 && m < n; m /= 2) {
+      with([m](Command &s) { s.dims = {m}; });
+      if (m == 1)
+        break;
+    }
+    if (n > 1)
+      with([n](Command &s) { s.dims = {n - 1}; });
+    if (c.dims.size() > 1)
+      with([n](Command &s) { s.dims = {n}; });
+  };
+  switch (c.kind) {
+  case CommandKind::Create:
+    shrinkDims(true);
+    if (c.elemKind != ElemKind::Float32)
+      with([](Command &s) { s.elemKind = ElemKind::Float32; });
+    if (c.pattern != 0)
+      with([](Command &s) { s.pattern = 0; });
+    if (c.pattern > 1)
+      with([](Command &s) { s.pattern = 1; });
+    break;
+  case CommandKind::View:
+    if (c.offset != 0)
+      with([](Command &s) { s.offset = 0; });
+    if (c.offset > 1)
+      with([&](Command &s) { s.offset = c.offset / 2; });
+    shrinkDims(true);
+    break;
+  case CommandKind::Write:
+  case CommandKind::Refill:
+    if (c.pattern > 1)
+      with([](Command &s) { s.pattern = 1; });
+    break;
+  case CommandKind::ToDevice:
+    if (!c.location.empty())
+      with([](Command &s) { s.location.clear(); });
+    break;
+  case CommandKind::FromDevice:
+    if (!c.release)
+      with([](Command &s) { s.release = true; });
+    break;
+  case CommandKind::DoubleRelease:
+    with([](Command &s) { s.kind = CommandKind::Release; });
+    break;
+  case CommandKind::AddNetwork: {
+    // Fewer nodes: drop one whose output no later node reads.
+    for (size_t i = c.nodes.size(); i-- > 0 && c.nodes.size() > 1;) {
+      bool read = false;
+      for (size_t j = i + 1; j < c.nodes.size(); ++j)
+        for (const std::string &in : c.nodes[j].inputs)
+          read = read || in == c.nodes[i].output;
+      if (!read)
+        with([i](Command &s) { s.nodes.erase(s.nodes.begin() + i); });
+    }
+    for (size_t i = 0; i < c.nodes.size(); ++i)
+      if (c.nodes[i].op == OpKind::Scale && c.nodes[i].factor != 2.0)
+        with([i](Command &s) { s.nodes[i].factor = 2.0; });
+    shrinkDims(true);
+    if (c.elemKind != ElemKind::Float32)
+      with([](Command &s) { s.elemKind = ElemKind::Float32; });
+    break;
+  }
+  case CommandKind::InjectFault:
+    if (c.fault.nth > 1)
+      with([](Command &s) { s.fault.nth = 1; });
+    if (c.fault.code != ErrorCode::DeviceError)
+      with([](Command &s) { s.fault.code = ErrorCode::DeviceError; });
+    break;
+  case CommandKind::Alloc:
+    if (c.bytes > 1) {
+      with([&](Command &s) { s.bytes = c.bytes / 2; });
+      with([&](Command &s) { s.bytes = c.bytes - 1; });
+    }
+    break;
+  default:
+    break;
+  }
+  return out;
+}
+
+/// Simpler device lists: fewer devices (when none of the commands names
+/// the one dropped), no budget, fewer parameters.
+std::vector<std::vector<DeviceSpec>> simplerDevices(const Scenario &s) {
+  std::vector<std::vector<DeviceSpec>> out;
+  std::set<std::string> used;
+  for (const Command &c : s.commands)
+    if (!c.device.empty())
+      used.insert(c.device);
+  for (size_t i = 0; i < s.devices.size(); ++i) {
+    const DeviceSpec &d = s.devices[i];
+    if (!used.count(d.name) && s.devices.size() > 1) {
+      auto fewer = s.devices;
+      fewer.erase(fewer.begin() + i);
+      out.push_back(std::move(fewer));
+    }
+    if (d.budget) {
+      auto plain = s.devices;
+      plain[i].budget = 0;
+      out.push_back(plain);
+      if (d.budget > 16) {
+        plain[i].budget = d.budget / 2;
+        out.push_back(std::move(plain));
+      }
+    }
+    for (const auto &[key, value] : d.parameters) {
+      auto plain = s.devices;
+      plain[i].parameters.erase(key);
+      out.push_back(std::move(plain));
+    }
+    if (d.copyToHost) {
+      auto plain = s.devices;
+      plain[i].copyToHost = false;
+      out.push_back(std::move(plain));
+    }
+  }
+  return out;
+}
+
+} // namespace
+
+ShrinkResult
+shrinkScenario(const Scenario &failing,
+               const std::function<Scenario(const Scenario &)> &normalize,
+               const std::function<bool(const Scenario &)> &fails,
+               const ShrinkOptions &options) {
+  using Clock = std::chrono::steady_clock;
+  auto deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                         std::chrono::duration<double>(options.maxSeconds));
+  ShrinkResult result;
+  result.scenario = failing;
+  auto exhausted = [&] {
+    return result.attempts >= options.maxAttempts || Clock::now() >= deadline;
+  };
+  // Runs a candidate; keeps it when it still fails.
+  auto attempt = [&](const Scenario &candidate) {
+    Scenario s = normalize(candidate);
+    if (s == result.scenario)
+      return false;
+    ++result.attempts;
+    if (!fails(s))
+      return false;
+    ++result.accepted;
+    result.scenario = std::move(s);
+    return true;
+  };
+
+  bool progress = true;
+  while (progress && !exhausted()) {
+    progress = false;
+    // Remove runs of commands, long runs first, from the end (later
+    // commands depend on earlier ones, so removing them first keeps more
+    // candidates well formed).
+    for (size_t chunk = std::max<size_t>(result.scenario.commands.size() / 2, 1);
+         chunk >= 1 && !exhausted(); chunk /= 2) {
+      for (size_t end = result.scenario.commands.size(); end > 0 && !exhausted();) {
+        size_t begin = end >= chunk ? end - chunk : 0;
+        Scenario candidate = result.scenario;
+        candidate.commands.erase(candidate.commands.begin() + begin,
+                                 candidate.commands.begin() + end);
+        if (attempt(candidate)) {
+          progress = true;
+          end = std::min(begin, result.scenario.commands.size());
+        } else {
+          end = begin;
+        }
+      }
+      if (chunk == 1)
+        break;
+    }
+    // Simplify each remaining command, then the devices.
+    for (size_t i = 0; i < result.scenario.commands.size() && !exhausted();
+         ++i) {
+      for (const Command &simpler :
+           simplerCommands(result.scenario.commands[i])) {
+        if (exhausted() || i >= result.scenario.commands.size())
+          break;
+        Scenario candidate = result.scenario;
+        candidate.commands[i] = simpler;
+        if (attempt(candidate)) {
+          progress = true;
+          break;
+        }
+      }
+    }
+    for (const auto &devices : simplerDevices(result.scenario)) {
+      if (exhausted())
+        break;
+      Scenario candidate = result.scenario;
+      candidate.devices = devices;
+      if (attempt(candidate)) {
+        progress = true;
+        break;
+      }
+    }
+  }
+  return result;
+}
+
+} // namespace drt::conformance
