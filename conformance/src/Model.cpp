@@ -316,6 +316,8 @@ Outcome Model::allocate(const std::string &name, uint64_t bytes, Step &step) {
   }
   d.used += bytes;
   ++d.live;
+  ++d.allocations;
+  d.peakLive = std::max(d.peakLive, d.live);
   return Outcome::ok();
 }
 

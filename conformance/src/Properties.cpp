@@ -405,6 +405,8 @@ PropertyResult runProperty(const PropertyFamily &family,
       RunResult r = runScenario(s, run);
       ++result.cases;
       result.steps += r.steps;
+      result.census.addScenario(s, generator.profile().space);
+      result.census.addRun(r);
       for (const auto &[label, n] : r.labels)
         result.labels[label] += n;
       for (const auto &[t, n] : r.transitions)

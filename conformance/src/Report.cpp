@@ -48,25 +48,6 @@ std::string xmlEscape(const std::string &s) {
   return out;
 }
 
-std::string jsonEscape(const std::string &s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (uint8_t(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
 std::string seconds(double s) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f", s);
@@ -91,6 +72,26 @@ std::set<std::string> backendsOf(const RunSummary &summary) {
 }
 
 } // namespace
+
+std::string jsonString(const std::string &s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (uint8_t(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
 
 std::string summaryTable(const RunSummary &summary) {
   std::string s = pad("property", 28) + pad("backend", 16) + pad("cases", 7) +
@@ -179,43 +180,44 @@ std::string jsonReport(const RunSummary &summary) {
                   ",\n  \"maxSteps\": " + std::to_string(summary.maxSteps) +
                   ",\n  \"shard\": " + std::to_string(summary.shardIndex) +
                   ",\n  \"shards\": " + std::to_string(summary.shardCount) +
-                  ",\n  \"against\": " + jsonEscape(summary.against) +
+                  ",\n  \"against\": " + jsonString(summary.against) +
                   ",\n  \"passed\": " + (summary.passed() ? "true" : "false") +
                   ",\n  \"secondsPerBackend\": {";
   bool first = true;
   for (const auto &[b, t] : summary.secondsPerBackend) {
     s +=
-        std::string(first ? "" : ",") + " " + jsonEscape(b) + ": " + seconds(t);
+        std::string(first ? "" : ",") + " " + jsonString(b) + ": " + seconds(t);
     first = false;
   }
   s += " },\n  \"properties\": [\n";
   for (size_t i = 0; i < summary.results.size(); ++i) {
     const PropertyResult &r = summary.results[i];
-    s += "    {\"name\": " + jsonEscape(r.name) +
-         ", \"backend\": " + jsonEscape(r.backend) +
-         ", \"result\": " + jsonEscape(r.statusText()) +
+    s += "    {\"name\": " + jsonString(r.name) +
+         ", \"backend\": " + jsonString(r.backend) +
+         ", \"result\": " + jsonString(r.statusText()) +
          ", \"cases\": " + std::to_string(r.cases) +
          ", \"steps\": " + std::to_string(r.steps) +
          ", \"seconds\": " + seconds(r.seconds) +
          ", \"seed\": " + std::to_string(r.seed) +
-         ", \"reason\": " + jsonEscape(r.reason) +
-         ", \"minimalScenario\": " + jsonEscape(r.minimalScenario) +
+         ", \"reason\": " + jsonString(r.reason) +
+         ", \"minimalScenario\": " + jsonString(r.minimalScenario) +
          ", \"minimalLength\": " + std::to_string(r.minimalLength) +
-         ", \"replay\": " + jsonEscape(r.replayCommand) + ", \"coverage\": {";
+         ", \"replay\": " + jsonString(r.replayCommand) + ", \"coverage\": {";
     bool firstLabel = true;
     for (const auto &[label, n] : r.labels) {
-      s += std::string(firstLabel ? "" : ", ") + jsonEscape(label) + ": " +
+      s += std::string(firstLabel ? "" : ", ") + jsonString(label) + ": " +
            std::to_string(n);
       firstLabel = false;
     }
     s += "}, \"transitions\": {";
     firstLabel = true;
     for (const auto &[t, n] : r.transitions) {
-      s += std::string(firstLabel ? "" : ", ") + jsonEscape(t) + ": " +
+      s += std::string(firstLabel ? "" : ", ") + jsonString(t) + ": " +
            std::to_string(n);
       firstLabel = false;
     }
-    s += "}}" + std::string(i + 1 < summary.results.size() ? "," : "") + "\n";
+    s += "}, \"census\": " + r.census.toJson() + "}" +
+         std::string(i + 1 < summary.results.size() ? "," : "") + "\n";
   }
   s += "  ]\n}\n";
   return s;

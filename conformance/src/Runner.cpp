@@ -998,6 +998,12 @@ RunResult runScenario(const Scenario &scenario, const RunOptions &options) {
     if (!runStep(c, ++step, false))
       return result;
 
+  for (const auto &[name, d] : model.devices()) {
+    result.allocations[name] = d.allocations;
+    result.slotReuses[name] = d.allocations - std::min<uint64_t>(
+                                                  d.allocations, d.peakLive);
+  }
+
   // Every readable tensor's contents, large ones included.
   ++step;
   for (auto &s : sessions)

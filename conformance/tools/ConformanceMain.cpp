@@ -27,13 +27,16 @@ const char *Usage =
     "                       [--cases N | --time-budget SECONDS]\n"
     "                       [--max-steps N] [--filter PATTERN]\n"
     "                       [--list] [--junit FILE] [--report FILE]\n"
-    "                       [--failures-dir DIR] [--fail-fast]\n"
+    "                       [--failures-dir DIR] [--fail-fast] [--census]\n"
     "Runs the residency conformance properties. Each property runs cases\n"
     "for --time-budget seconds (default 0.5; at least 10 cases), or exactly\n"
     "--cases N cases. --report FILE writes a\n"
     "Markdown summary to FILE and JSON to FILE.json. GTEST_TOTAL_SHARDS and\n"
     "GTEST_SHARD_INDEX split the cases of every property across shards.\n"
-    "--fail-fast stops after the first failing property.\n";
+    "--fail-fast stops after the first failing property. --census prints\n"
+    "what the run's scenarios drew on (size classes, kinds, values, command\n"
+    "pairs, states, faults, allocations). A run of every property fails when\n"
+    "a size class, element kind or value class is never reached.\n";
 
 /// '*' matches any run of characters; a pattern without '*' matches a
 /// substring. Several patterns may be separated by ':'.
@@ -110,7 +113,7 @@ int main(int argc, char **argv) {
   std::string backend = "all", against, filter, junit, report, failuresDir;
   long seed = 1, cases = 0, maxSteps = 40;
   double timeBudget = 0.5;
-  bool failFast = false;
+  bool failFast = false, printCensus = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto value = [&]() -> const char * {
@@ -159,6 +162,8 @@ int main(int argc, char **argv) {
       failuresDir = value();
     else if (arg == "--fail-fast")
       failFast = true;
+    else if (arg == "--census")
+      printCensus = true;
     else if (arg == "--list") {
       list();
       return 0;
@@ -267,10 +272,32 @@ int main(int argc, char **argv) {
       break;
   }
 
+  // The input space a verdict covers: every key class must be reached by a
+  // run of every property (a filtered run covers a part of it by design).
+  bool covered = true;
+  for (const std::string &b : backends) {
+    Census census;
+    for (const PropertyResult &r : summary.results)
+      if (r.backend == b)
+        census.merge(r.census);
+    if (printCensus)
+      std::cout << "\ncensus of " << b << ":\n" << census.toString();
+    if (!filter.empty() || summary.shardCount > 1 ||
+        (failFast && !summary.passed()))
+      continue;
+    for (const std::string &missing :
+         census.missingKeyClasses(makeInputSpace())) {
+      std::cout << "census of " << b << ": key class never reached: "
+                << missing << "\n";
+      covered = false;
+    }
+  }
+
   std::cout << "\n" << summaryTable(summary);
   for (const auto &[b, s] : summary.secondsPerBackend)
     std::printf("wall time on %s: %.1f s\n", b.c_str(), s);
-  std::cout << (summary.passed() ? "PASSED" : "FAILED") << std::endl;
+  bool passed = summary.passed() && covered;
+  std::cout << (passed ? "PASSED" : "FAILED") << std::endl;
   bool written = true;
   if (!junit.empty())
     written &= writeFile(junit, junitReport(summary));
@@ -278,5 +305,5 @@ int main(int argc, char **argv) {
     written &= writeFile(report, markdownReport(summary));
     written &= writeFile(report + ".json", jsonReport(summary));
   }
-  return summary.passed() && written ? 0 : 1;
+  return passed && written ? 0 : 1;
 }

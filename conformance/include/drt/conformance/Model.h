@@ -100,6 +100,11 @@ struct ModelDevice {
   bool shutDown = false;
   uint64_t used = 0;
   size_t live = 0;
+  /// Allocations made so far (each one counted once, whatever became of it)
+  /// and the most live at once: every allocation beyond that many reused
+  /// memory an earlier one had freed.
+  uint64_t allocations = 0;
+  size_t peakLive = 0;
   std::vector<ModelFault> faults;
   /// Networks added (and not evicted) on the device: name to add command.
   std::map<std::string, Command> networks;

@@ -10,6 +10,7 @@
 #ifndef DRT_CONFORMANCE_PROPERTIES_H
 #define DRT_CONFORMANCE_PROPERTIES_H
 
+#include "drt/conformance/Census.h"
 #include "drt/conformance/Generators.h"
 #include "drt/conformance/Scenario.h"
 
@@ -78,6 +79,8 @@ struct PropertyResult {
   uint64_t seed = 0;
   std::map<std::string, int> labels;
   std::map<std::string, int> transitions;
+  /// What the property's scenarios drew on and reached.
+  Census census;
   /// For a failure: the minimal scenario (text form), its length, the file
   /// it was written to and the command that replays it.
   std::string minimalScenario;

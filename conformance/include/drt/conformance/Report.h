@@ -39,6 +39,9 @@ std::string jsonReport(const RunSummary &summary);
 /// JUnit XML: one testsuite per backend, one testcase per property.
 std::string junitReport(const RunSummary &summary);
 
+/// \p s as a JSON string literal (quoted and escaped).
+std::string jsonString(const std::string &s);
+
 } // namespace drt::conformance
 
 #endif // DRT_CONFORMANCE_REPORT_H

@@ -66,6 +66,11 @@ struct RunResult {
   std::map<std::string, int> labels;
   /// Residency transitions exercised, "Host -to-device-> Device" to count.
   std::map<std::string, int> transitions;
+  /// Allocations each device made, as the model counts them.
+  std::map<std::string, uint64_t> allocations;
+  /// Allocations each device made beyond the most it held at once: each of
+  /// them reused memory that an earlier allocation had freed.
+  std::map<std::string, uint64_t> slotReuses;
 
   bool passed() const { return setupError.empty() && !divergence; }
 };
