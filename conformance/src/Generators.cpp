@@ -18,7 +18,6 @@ bool resident(const ModelRecord &r) {
 
 /// Groups a target tensor is drawn from, by the state of its record.
 enum Group { HostGroup, DeviceGroup, MirroredGroup, LostGroup, EmptyGroup };
-constexpr unsigned GroupWeights[] = {3, 3, 3, 2, 1};
 
 /// The live objects of the model, gathered once per step. The names point
 /// into the model, which does not change while one command is drawn.
@@ -88,8 +87,15 @@ private:
     }
     for (const auto &[name, d] : m_.networkDevices())
       ch_.networks.push_back(&name);
-    for (const auto &[name, l] : m_.locations())
+    // Active locations, and the few made last (freed ones among them, so
+    // that stale locations are used too): a step costs no more as a long
+    // scenario accumulates dead ones.
+    for (const std::string &name : m_.activeLocations())
       ch_.locations.push_back(&name);
+    for (const std::string &name : recentLocations_)
+      if (auto it = m_.locations().find(name);
+          it != m_.locations().end() && !m_.activeLocations().count(name))
+        ch_.locations.push_back(&it->first);
   }
 
   bool possible(CommandKind kind) const {
@@ -159,13 +165,13 @@ private:
     unsigned total = 0;
     for (int g = 0; g < 5; ++g)
       if (!ch_.groups[g].empty())
-        total += GroupWeights[g];
+        total += p_.stateWeights[g];
     uint64_t at = rng_.below(total);
     for (int g = 0; g < 5; ++g) {
       if (ch_.groups[g].empty())
         continue;
-      if (at >= GroupWeights[g]) {
-        at -= GroupWeights[g];
+      if (at >= p_.stateWeights[g]) {
+        at -= p_.stateWeights[g];
         continue;
       }
       if (!ch_.groupOwners[g].empty() && rng_.percent(70))
@@ -210,8 +216,9 @@ private:
     std::vector<unsigned> weights;
     unsigned total = 0;
     for (size_t i = 0; i < classes.size(); ++i) {
-      unsigned w = i < p_.sizeClassWeights.size() ? p_.sizeClassWeights[i]
-                                                  : classes[i].weight;
+      unsigned w = p_.sizeClassWeights.empty() ? classes[i].weight
+                   : i < p_.sizeClassWeights.size() ? p_.sizeClassWeights[i]
+                                                    : 0;
       if (i > 0 && classes[i].minBytes > most)
         w = 0;
       weights.push_back(w);
@@ -314,6 +321,33 @@ private:
       }
     }
     c.dims = shapeOf(pickBytes(size, room) / size);
+  }
+
+  /// A view with a network's type into a larger tensor of its kind, at an
+  /// offset, so that runs read inputs in place at offsets. False when no
+  /// tensor has room for one (or by chance).
+  bool viewForNetwork(Command &c) {
+    if (ch_.networks.empty() || !rng_.percent(40))
+      return false;
+    const std::string &net = *rng_.pick(ch_.networks);
+    const ModelDevice &d = m_.devices().at(m_.networkDevices().at(net));
+    auto it = d.networks.find(net);
+    if (it == d.networks.end())
+      return false;
+    Type type{it->second.elemKind, it->second.dims};
+    size_t n = type.numElements();
+    std::vector<Name> sources;
+    for (Name name : ch_.roomy) {
+      const ModelTensor &t = *m_.tensor(*name);
+      if (t.kind == type.kind && t.numElements() > n)
+        sources.push_back(name);
+    }
+    if (sources.empty())
+      return false;
+    c.source = *rng_.pick(sources);
+    c.dims = type.dims;
+    c.offset = rng_.between(1, m_.tensor(c.source)->numElements() - n);
+    return true;
   }
 
   std::vector<size_t> viewShape(const ModelTensor &src, uint64_t &offset) {
@@ -492,6 +526,8 @@ private:
       break;
     case CommandKind::View: {
       c.target = freshTensor();
+      if (viewForNetwork(c))
+        break;
       Name source = !ch_.roomy.empty() && rng_.percent(70)
                         ? rng_.pick(ch_.roomy)
                         : pickTensor();
@@ -617,6 +653,9 @@ private:
       break;
     case CommandKind::Alloc: {
       c.target = "L" + std::to_string(locationCount_++);
+      recentLocations_.push_back(c.target);
+      if (recentLocations_.size() > 4)
+        recentLocations_.erase(recentLocations_.begin());
       c.device = *rng_.pick(ch_.devices);
       int how = int(rng_.below(10));
       uint64_t left = budgetLeft(c.device);
@@ -650,6 +689,8 @@ private:
   std::optional<Type> wanted_;
   size_t tensorCount_ = 0;
   size_t locationCount_ = 0;
+  /// The names of the last raw allocations drawn.
+  std::vector<std::string> recentLocations_;
 };
 
 /// Budgets relative to the sizes scenarios allocate: small enough that

@@ -220,6 +220,11 @@ int Model::newRecord(size_t bytes) {
   return nextRecord_++;
 }
 
+void Model::markDead(const std::string &location) {
+  locations_.at(location).state = ModelLocation::State::Dead;
+  activeLocations_.erase(location);
+}
+
 void Model::freeOnDevice(const std::string &name, uint64_t bytes) {
   ModelDevice &d = device(name);
   if (d.shutDown)
@@ -231,7 +236,7 @@ void Model::freeOnDevice(const std::string &name, uint64_t bytes) {
 void Model::releaseRecord(ModelRecord &r) {
   freeOnDevice(r.device, r.bytes);
   if (!r.location.empty())
-    locations_[r.location].state = ModelLocation::State::Dead;
+    markDead(r.location);
   r.state = ResidencyState::Host;
   r.device.clear();
   r.location.clear();
@@ -265,12 +270,18 @@ void Model::shutdownDevice(const std::string &name, Step &step) {
     }
     r.device.clear();
     if (!r.location.empty())
-      locations_[r.location].state = ModelLocation::State::Dead;
+      markDead(r.location);
     r.location.clear();
   }
-  for (auto &[n, l] : locations_)
-    if (l.device == name)
-      l.state = ModelLocation::State::Dead;
+  for (auto it = activeLocations_.begin(); it != activeLocations_.end();) {
+    ModelLocation &l = locations_.at(*it);
+    if (l.device != name) {
+      ++it;
+      continue;
+    }
+    l.state = ModelLocation::State::Dead;
+    it = activeLocations_.erase(it);
+  }
   d.shutDown = true;
   d.used = 0;
   d.live = 0;
@@ -953,8 +964,10 @@ ModelStep Model::apply(const Command &c) {
       o = Outcome::error(ErrorCode::NotSupported);
     else
       o = allocate(c.device, c.bytes, step);
-    if (o == Outcome::ok())
+    if (o == Outcome::ok()) {
       locations_[c.target].state = ModelLocation::State::Live;
+      activeLocations_.insert(c.target);
+    }
     break;
   }
   case CommandKind::Free: {
@@ -966,7 +979,7 @@ ModelStep Model::apply(const Command &c) {
       break;
     }
     freeOnDevice(c.device, l.bytes);
-    l.state = ModelLocation::State::Dead;
+    markDead(c.target);
     break;
   }
   }
@@ -985,6 +998,7 @@ void Model::teardown() {
     if (l.state == ModelLocation::State::Live) {
       freeOnDevice(l.device, l.bytes);
       l.state = ModelLocation::State::Dead;
+      activeLocations_.erase(name);
     }
   std::vector<std::string> names;
   for (const auto &[name, t] : tensors_)

@@ -279,6 +279,49 @@ std::vector<PropertyFamily> makeFamilies() {
                  return p;
                },
                {"from-device@Device", "run-succeeded"}});
+  f.push_back({"sizes",
+               "tensors from one element to several MiB, at and around the "
+               "sizes where a backend changes path, keep their contents "
+               "through every transfer",
+               needsResident,
+               [](const std::string &, uint64_t) {
+                 auto w = baseWeights();
+                 w[K::Write] = 4;
+                 w[K::FromDevice] = 6;
+                 w[K::AddNetwork] = 1;
+                 w[K::Run] = 2;
+                 GeneratorProfile p = oneDevice(w);
+                 p.devices.push_back(device("d1"));
+                 p.sizeClassWeights = {4, 8, 10, 14, 20, 22, 22};
+                 p.maxTensors = 8;
+                 return p;
+               },
+               {"to-device@Host", "from-device@Device"}});
+  {
+    PropertyFamily longLived{
+        "long-lived",
+        "one device serves thousands of allocations in a case: freed memory "
+        "is reused hundreds of times and accounting stays exact",
+        needsResident,
+        [](const std::string &, uint64_t) {
+          std::map<CommandKind, int> w = {
+              {K::Create, 8},     {K::Destroy, 6},    {K::ToDevice, 14},
+              {K::Release, 8},    {K::FromDevice, 4}, {K::Alloc, 6},
+              {K::Free, 6},       {K::Read, 2},       {K::Write, 2},
+              {K::View, 2},       {K::MoveAssign, 1}, {K::DoubleRelease, 1}};
+          GeneratorProfile p = oneDevice(w);
+          p.sizeClassWeights = {20, 50, 30, 2};
+          p.maxTensors = 16;
+          // Host records are the ones a transfer allocates for.
+          p.stateWeights = {8, 2, 2, 1, 1};
+          return p;
+        },
+        {"last-reference-releases-Device", "release-of-Device"}};
+    longLived.steps = 8000;
+    longLived.minCases = 3;
+    longLived.minAllocationsOnOneDevice = 1000;
+    f.push_back(std::move(longLived));
+  }
   f.push_back({"mixed",
                "every command, weighted towards deep residency states",
                needsResident,
@@ -384,15 +427,17 @@ PropertyResult runProperty(const PropertyFamily &family,
   auto budgetSpent = [&](int round) {
     if (!byTime)
       return false;
-    return result.cases >= options.minCases &&
+    return result.cases >= (family.minCases ? family.minCases
+                                             : options.minCases) &&
            elapsed() >= options.timeBudget * (round + 1);
   };
   uint64_t index = 0;
   std::optional<Scenario> failing;
   std::string failure;
   uint64_t failingSeed = 0;
-  size_t minSteps = size_t(std::max(options.maxSteps / 2, 1));
-  size_t maxSteps = size_t(std::max(options.maxSteps, 1));
+  size_t maxSteps =
+      family.steps ? family.steps : size_t(std::max(options.maxSteps, 1));
+  size_t minSteps = std::max<size_t>(maxSteps / 2, 1);
   for (int round = 0; round <= CoverageRounds && !failing; ++round) {
     uint64_t end = byTime ? UINT64_MAX : uint64_t(options.cases) * (round + 1);
     for (; index < end && !budgetSpent(round); ++index) {
@@ -467,6 +512,19 @@ PropertyResult runProperty(const PropertyFamily &family,
     result.replayCommand =
         "drt-replay " + result.scenarioFile + " --backend " + options.backend +
         (options.against.empty() ? "" : " --against " + options.against);
+    return finish();
+  }
+  if (family.minAllocationsOnOneDevice &&
+      result.census.mostAllocationsOnOneDevice <
+          family.minAllocationsOnOneDevice &&
+      options.shardCount == 1) {
+    result.status = PropertyResult::Status::Failed;
+    result.reason = "its " + std::to_string(result.cases) +
+                    " cases never made " +
+                    std::to_string(family.minAllocationsOnOneDevice) +
+                    " allocations on one device (at most " +
+                    std::to_string(result.census.mostAllocationsOnOneDevice) +
+                    ")";
     return finish();
   }
   for (const std::string &key : family.keyLabels) {

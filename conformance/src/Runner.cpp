@@ -8,6 +8,7 @@
 #include "drt/conformance/ScenarioText.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -128,6 +129,10 @@ struct CallbackProbe {
   /// Cleared once the step is over: a late call must not touch the tensor,
   /// which the scenario may have destroyed since.
   bool open = true;
+  /// Counts, for the whole scenario, the calls beyond the first of any
+  /// probe, so that a late second call of an earlier step's callback is seen
+  /// without going through every probe.
+  std::shared_ptr<std::atomic<int>> extraCalls;
 
   /// Counts a call; the first one made while the step is open also runs
   /// \p observe (under the probe's lock) to record what the tensor showed.
@@ -137,6 +142,8 @@ struct CallbackProbe {
       first = std::move(e);
       if (open)
         observe(first);
+    } else if (extraCalls) {
+      ++*extraCalls;
     }
     called.notify_all();
   }
@@ -249,60 +256,85 @@ void selfMoveAssign(Tensor &target, Tensor &source) {
 /// Runs an action if a step outlasts its deadline: a command that blocks on
 /// a completion the backend dropped (a run staging on an asynchronous
 /// device, a synchronous helper) is ended by shutting the devices down, which
-/// completes every pending operation with DeviceLost.
+/// completes every pending operation with DeviceLost. One thread serves every
+/// watchdog of the process and polls: arming and disarming only take a lock,
+/// so neither a step nor a scenario starts or wakes a thread.
 class Watchdog {
 public:
   explicit Watchdog(std::function<void()> onExpiry)
-      : onExpiry_(std::move(onExpiry)), thread_([this] { loop(); }) {}
-  ~Watchdog() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      exit_ = true;
-    }
-    changed_.notify_all();
-    thread_.join();
+      : onExpiry_(std::move(onExpiry)) {
+    Service &s = service();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.watchdogs.push_back(this);
   }
+  ~Watchdog() {
+    Service &s = service();
+    std::unique_lock<std::mutex> lock(s.mutex);
+    s.finished.wait(lock, [&] { return !running_; });
+    std::erase(s.watchdogs, this);
+  }
+  Watchdog(const Watchdog &) = delete;
+  Watchdog &operator=(const Watchdog &) = delete;
+
+  /// Arms it for \p ms from now.
   void arm(unsigned ms) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<std::mutex> lock(service().mutex);
     deadline_ =
         std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
     fired_ = false;
-    changed_.notify_all();
   }
   /// Disarms it; true when it fired since arm().
   bool disarm() {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<std::mutex> lock(service().mutex);
     deadline_.reset();
     return fired_;
   }
 
 private:
-  void loop() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    while (!exit_) {
-      if (!deadline_) {
-        changed_.wait(lock);
-        continue;
-      }
-      auto deadline = *deadline_;
-      if (changed_.wait_until(lock, deadline) == std::cv_status::timeout &&
-          deadline_ == deadline) {
-        deadline_.reset();
-        fired_ = true;
-        lock.unlock();
-        onExpiry_();
-        lock.lock();
-      }
+  /// The thread and the watchdogs it serves.
+  struct Service {
+    std::mutex mutex;
+    std::condition_variable finished;
+    std::vector<Watchdog *> watchdogs;
+    std::thread thread;
+
+    Service() {
+      thread = std::thread([this] {
+        std::unique_lock<std::mutex> lock(mutex);
+        for (;;) {
+          lock.unlock();
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+          lock.lock();
+          auto now = std::chrono::steady_clock::now();
+          for (size_t i = 0; i < watchdogs.size(); ++i) {
+            Watchdog *w = watchdogs[i];
+            if (!w->deadline_ || now < *w->deadline_)
+              continue;
+            w->deadline_.reset();
+            w->fired_ = true;
+            w->running_ = true;
+            lock.unlock();
+            w->onExpiry_();
+            lock.lock();
+            w->running_ = false;
+            finished.notify_all();
+          }
+        }
+      });
+      // It lives as long as the process: nothing is left to serve at exit.
+      thread.detach();
     }
+  };
+
+  static Service &service() {
+    static Service *s = new Service;
+    return *s;
   }
 
   std::function<void()> onExpiry_;
-  std::mutex mutex_;
-  std::condition_variable changed_;
   std::optional<std::chrono::steady_clock::time_point> deadline_;
   bool fired_ = false;
-  bool exit_ = false;
-  std::thread thread_;
+  bool running_ = false;
 };
 
 /// One backend's devices and objects while a scenario runs on it.
@@ -379,7 +411,7 @@ public:
     const std::string &name = c.target;
     auto callback = [&]() -> CompletionCallback {
       probe = std::make_shared<CallbackProbe>();
-      probes_.push_back(probe);
+      probe->extraCalls = extraCalls_;
       return [p = probe, transferred, fetched, expectedTensor, expectedRecord,
               &name](Error e) {
         CallbackProbe *probe = p.get();
@@ -576,10 +608,10 @@ public:
       if (transferProbe_->contentsAtCallback)
         return transferProbe_->contentsAtCallback;
     }
-    for (size_t i = 0; i < probes_.size(); ++i)
-      if (int n = probes_[i]->count(); n > 1)
-        return Difference{"completion callback of an earlier step",
-                          "exactly 1 call", std::to_string(n) + " calls"};
+    if (int extra = extraCalls_->load())
+      return Difference{"completion callbacks of the scenario's steps",
+                        "exactly 1 call each",
+                        std::to_string(extra) + " call(s) too many"};
     for (const DeviceSpec &spec : scenario_.devices) {
       DeviceManager &d = device(spec.name);
       if (size_t n = d.operationsInFlight())
@@ -829,7 +861,8 @@ private:
   std::map<std::string, DeviceLocation> locations_;
   std::map<std::string, std::unique_ptr<ExecutionContext>> contexts_;
   std::map<std::string, std::string> networkDevice_;
-  std::vector<std::shared_ptr<CallbackProbe>> probes_;
+  std::shared_ptr<std::atomic<int>> extraCalls_ =
+      std::make_shared<std::atomic<int>>(0);
   /// The probe of the last step's transfer, if it was one.
   std::shared_ptr<CallbackProbe> transferProbe_;
   /// True when the last step's operation did not call back.

@@ -19,6 +19,7 @@
 
 #include <rapidcheck.h>
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <vector>
@@ -39,6 +40,10 @@ struct GeneratorProfile {
   /// Relative weight of each size class of the input space (by index); empty:
   /// the classes' own weights.
   std::vector<unsigned> sizeClassWeights;
+  /// Relative weight of the residency states (Host, Device, Mirrored, Lost,
+  /// then empty tensors) when a command's tensor is drawn: a state first,
+  /// then a tensor in it.
+  std::array<unsigned, 5> stateWeights = {3, 3, 3, 2, 1};
   /// Most tensors alive at once (create stops being chosen beyond it).
   size_t maxTensors = 12;
   /// Most nodes of a generated network.

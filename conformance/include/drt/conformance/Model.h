@@ -148,6 +148,10 @@ public:
   const std::map<std::string, ModelLocation> &locations() const {
     return locations_;
   }
+  /// The raw locations that are not dead (live, or owned by a record).
+  const std::set<std::string> &activeLocations() const {
+    return activeLocations_;
+  }
   const std::map<std::string, ModelContext> &contexts() const {
     return contexts_;
   }
@@ -177,6 +181,7 @@ private:
   int newRecord(size_t bytes);
   void dropReference(int record, Step &step);
   void freeOnDevice(const std::string &device, uint64_t bytes);
+  void markDead(const std::string &location);
   void releaseRecord(ModelRecord &r);
   void shutdownDevice(const std::string &device, Step &step);
   std::optional<ErrorCode> strike(const std::string &device, FaultSite site,
@@ -203,6 +208,7 @@ private:
   int nextRecord_ = 0;
   std::map<std::string, ModelDevice> devices_;
   std::map<std::string, ModelLocation> locations_;
+  std::set<std::string> activeLocations_;
   std::map<std::string, ModelContext> contexts_;
   std::map<std::string, std::string> networkDevice_;
   std::map<std::string, std::string> placement_;

@@ -38,6 +38,13 @@ struct PropertyFamily {
   /// Coverage label prefixes the family's runs must all reach; a family that
   /// never reaches one fails instead of passing vacuously.
   std::vector<std::string> keyLabels;
+  /// Steps of each case (0: the run's --max-steps), and the fewest cases a
+  /// time-budgeted run makes (0: the run's minCases).
+  size_t steps = 0;
+  int minCases = 0;
+  /// Allocations one device must see within one case at least once (0: no
+  /// such requirement); a family about long-lived devices fails below it.
+  uint64_t minAllocationsOnOneDevice = 0;
 };
 
 /// The built-in families, in listing order.
