@@ -224,14 +224,15 @@ std::string describeState(bool empty, ResidencyState state,
   return stateLabel(state) + (device.empty() ? "" : " on " + device);
 }
 
-/// The records whose contents a step may change: those of the tensors it
-/// names, and for runs and ensure-outputs those bound in the network's
-/// context.
-std::set<int> recordsNamedBy(const Command &c, const Model &model) {
-  std::set<int> out;
+/// The tensors a step names: those it acts on, and for runs and
+/// ensure-outputs those bound in the network's context (whose contents it
+/// may change).
+std::vector<std::string> tensorsNamedBy(const Command &c, const Model &model) {
+  std::vector<std::string> out;
   auto add = [&](const std::string &name) {
-    if (const ModelTensor *t = model.tensor(name); t && !t->empty())
-      out.insert(t->record);
+    if (!name.empty() &&
+        std::find(out.begin(), out.end(), name) == out.end())
+      out.push_back(name);
   };
   add(c.target);
   add(c.source);
@@ -243,6 +244,12 @@ std::set<int> recordsNamedBy(const Command &c, const Model &model) {
         add(t);
   return out;
 }
+
+/// A step checks every object when the scenario holds at most this many
+/// tensors, and otherwise once every SweepPeriod steps (and after any step
+/// that shuts a device down): long scenarios with many tensors stay linear.
+constexpr size_t SweepTensors = 64;
+constexpr size_t SweepPeriod = 64;
 
 Capabilities capabilitiesOf(const std::string &backend) {
   const BackendInfo *info = BackendRegistry::instance().find(backend);
@@ -479,78 +486,33 @@ public:
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
 
-  /// Compares everything observable after a step with \p model: every
-  /// tensor's emptiness, residency state and device, which tensors share a
-  /// record, host contents where the model knows them (of small records
-  /// always, of records in \p named, and of every record when
-  /// \p allContents), background errors and each device's memory. Linear in
-  /// the live objects plus the bytes compared.
+  /// Compares everything observable after a step with \p model. On a
+  /// sweep: every tensor's emptiness, residency state and device, which
+  /// tensors share a record, and host contents where the model knows them
+  /// (of small records, of \p named ones, of all when \p allContents);
+  /// otherwise the same for the tensors \p named only. Then background
+  /// errors and each device's memory. A sweep is linear in the live objects
+  /// plus the bytes compared; a step between sweeps costs what it names.
   std::optional<Difference> compareState(const Model &model,
-                                         const std::set<int> &named,
-                                         bool allContents) {
+                                         const std::vector<std::string> &named,
+                                         bool sweep, bool allContents) {
     settle();
-    auto expected = model.tensors().begin();
-    auto observed = tensors_.begin();
-    // The first tensor (by name) seen on each record: sharing is compared as
-    // "shares its record with that tensor".
-    std::map<int, const std::string *> modelFirst;
-    std::map<const ResidencyRecord *, const std::string *> backendFirst;
-    for (; expected != model.tensors().end() || observed != tensors_.end();) {
-      if (observed == tensors_.end() ||
-          (expected != model.tensors().end() &&
-           expected->first < observed->first))
-        return Difference{"tensor '" + expected->first + "'", "to exist",
-                          "missing"};
-      if (expected == model.tensors().end() ||
-          observed->first < expected->first)
-        return Difference{"tensor '" + observed->first + "'", "not to exist",
-                          "exists"};
-      const std::string &name = expected->first;
-      const ModelTensor &mt = expected->second;
-      const Tensor &t = *observed->second;
-      ++expected;
-      ++observed;
-      const ModelRecord *r = mt.empty() ? nullptr : &model.records().at(mt.record);
-      std::string expectedState =
-          describeState(!r, r ? r->state : ResidencyState::Host,
-                        r ? r->device : "");
-      if (t.isEmpty() || !r) {
-        if (t.isEmpty() != !r)
-          return Difference{"residency of tensor '" + name + "'",
-                            expectedState,
-                            t.isEmpty() ? "empty" : describeBackend(t)};
-        continue;
-      }
-      ResidencySnapshot snap = t.residencySnapshot();
-      std::string device = deviceName(snap.manager);
-      if (snap.busy || snap.state != r->state || device != r->device)
-        return Difference{"residency of tensor '" + name + "'", expectedState,
-                          describeBackend(t)};
-      const std::string *&modelLeader = modelFirst[mt.record];
-      const std::string *&backendLeader = backendFirst[&t.residency()];
-      if (!modelLeader)
-        modelLeader = &name;
-      if (!backendLeader)
-        backendLeader = &name;
-      if (modelLeader != backendLeader ||
-          (backendLeader != &name &&
-           !t.sharesResidencyWith(*tensors_.at(*backendLeader)))) {
-        auto with = [&](const std::string *leader) {
-          return leader == &name
-                     ? std::string("no tensor named before it")
-                     : "tensor '" + *leader + "'";
-        };
-        return Difference{"residency record of tensor '" + name + "'",
-                          "shared with " + with(modelLeader),
-                          "shared with " + with(backendLeader)};
-      }
-      if ((r->state != ResidencyState::Host &&
-           r->state != ResidencyState::Mirrored) ||
-          !(allContents || r->bytes <= SmallRecordBytes ||
-            named.count(mt.record)))
-        continue;
-      if (auto d = contentsDifference(name, mt, *r, t.hostBytes()))
+    if (sweep) {
+      if (auto d = sweepTensors(model, named, allContents))
         return d;
+    } else {
+      for (const std::string &name : named) {
+        const ModelTensor *mt = model.tensor(name);
+        auto it = tensors_.find(name);
+        if (!mt && it == tensors_.end())
+          continue;
+        if (!mt || it == tensors_.end())
+          return Difference{"tensor '" + name + "'",
+                            mt ? "to exist" : "not to exist",
+                            mt ? "missing" : "exists"};
+        if (auto d = compareTensor(model, name, *mt, *it->second, true))
+          return d;
+      }
     }
     for (const DeviceSpec &spec : scenario_.devices) {
       DeviceManager &d = device(spec.name);
@@ -575,6 +537,89 @@ public:
     return std::nullopt;
   }
 
+  /// One tensor against the model: emptiness, state, device and (when
+  /// \p contents and the model knows them) host contents.
+  std::optional<Difference> compareTensor(const Model &model,
+                                          const std::string &name,
+                                          const ModelTensor &mt,
+                                          const Tensor &t, bool contents) {
+    const ModelRecord *r = mt.empty() ? nullptr : &model.records().at(mt.record);
+    if (t.isEmpty() || !r) {
+      if (t.isEmpty() != !r)
+        return Difference{"residency of tensor '" + name + "'",
+                          describeState(!r, r ? r->state : ResidencyState::Host,
+                                        r ? r->device : ""),
+                          t.isEmpty() ? "empty" : describeBackend(t)};
+      return std::nullopt;
+    }
+    ResidencySnapshot snap = t.residencySnapshot();
+    if (snap.busy || snap.state != r->state ||
+        deviceName(snap.manager) != r->device)
+      return Difference{"residency of tensor '" + name + "'",
+                        describeState(false, r->state, r->device),
+                        describeBackend(t)};
+    if (!contents || (r->state != ResidencyState::Host &&
+                      r->state != ResidencyState::Mirrored))
+      return std::nullopt;
+    return contentsDifference(name, mt, *r, t.hostBytes());
+  }
+
+  /// Every tensor against the model, in name order, with which tensors
+  /// share a record ("shared with the first tensor named on it").
+  std::optional<Difference> sweepTensors(const Model &model,
+                                         const std::vector<std::string> &named,
+                                         bool allContents) {
+    std::set<int> namedRecords;
+    for (const std::string &name : named)
+      if (const ModelTensor *t = model.tensor(name); t && !t->empty())
+        namedRecords.insert(t->record);
+    auto expected = model.tensors().begin();
+    auto observed = tensors_.begin();
+    std::map<int, const std::string *> modelFirst;
+    std::map<const ResidencyRecord *, const std::string *> backendFirst;
+    for (; expected != model.tensors().end() || observed != tensors_.end();) {
+      if (observed == tensors_.end() ||
+          (expected != model.tensors().end() &&
+           expected->first < observed->first))
+        return Difference{"tensor '" + expected->first + "'", "to exist",
+                          "missing"};
+      if (expected == model.tensors().end() ||
+          observed->first < expected->first)
+        return Difference{"tensor '" + observed->first + "'", "not to exist",
+                          "exists"};
+      const std::string &name = expected->first;
+      const ModelTensor &mt = expected->second;
+      const Tensor &t = *observed->second;
+      ++expected;
+      ++observed;
+      bool contents = allContents || namedRecords.count(mt.record) ||
+                      (!mt.empty() &&
+                       model.records().at(mt.record).bytes <= SmallRecordBytes);
+      if (auto d = compareTensor(model, name, mt, t, contents))
+        return d;
+      if (mt.empty())
+        continue;
+      const std::string *&modelLeader = modelFirst[mt.record];
+      const std::string *&backendLeader = backendFirst[&t.residency()];
+      if (!modelLeader)
+        modelLeader = &name;
+      if (!backendLeader)
+        backendLeader = &name;
+      if (modelLeader != backendLeader ||
+          (backendLeader != &name &&
+           !t.sharesResidencyWith(*tensors_.at(*backendLeader)))) {
+        auto with = [&](const std::string *leader) {
+          return leader == &name ? std::string("no tensor named before it")
+                                 : "tensor '" + *leader + "'";
+        };
+        return Difference{"residency record of tensor '" + name + "'",
+                          "shared with " + with(modelLeader),
+                          "shared with " + with(backendLeader)};
+      }
+    }
+    return std::nullopt;
+  }
+
   /// One line per tensor and device, for traces.
   std::string describe() {
     std::string s;
@@ -594,7 +639,9 @@ public:
   /// The checks only a backend has (no model counterpart): locations,
   /// stats, background errors, late callbacks, operations in flight.
   std::optional<Difference> backendChecks(const Model &model,
-                                          const Command &c) {
+                                          const Command &c,
+                                          const std::vector<std::string> &named,
+                                          bool sweep) {
     if (transferProbe_) {
       std::lock_guard<std::mutex> lock(transferProbe_->mutex);
       const std::optional<ResidencyState> &seen =
@@ -626,15 +673,18 @@ public:
                           std::to_string(spec.budget),
                           std::to_string(d.maximumMemory())};
     }
+    // Locations: of every resident record on a sweep (distinct ones for
+    // distinct records), of the named tensors' records otherwise.
     std::map<std::pair<std::string, uint64_t>, std::string> seen;
-    for (const auto &[name, t] : tensors_) {
+    auto check = [&](const std::string &name,
+                     const Tensor *t) -> std::optional<Difference> {
       const ModelRecord *r = model.recordOf(name);
       if (!r || t->isEmpty())
-        continue;
+        return std::nullopt;
       ResidencySnapshot s = t->residencySnapshot();
       if (s.state != ResidencyState::Device &&
           s.state != ResidencyState::Mirrored)
-        continue;
+        return std::nullopt;
       if (s.location.isNull())
         return Difference{"location of tensor '" + name + "'",
                           "a live allocation", "the null location"};
@@ -643,6 +693,8 @@ public:
                           "the taken-over location '" + r->location + "' (" +
                               locations_.at(r->location).toString() + ")",
                           s.location.toString()};
+      if (!sweep)
+        return std::nullopt;
       auto key = std::make_pair(r->device, s.location.value);
       auto [it, fresh] = seen.emplace(key, name);
       if (!fresh && !t->sharesResidencyWith(*tensors_.at(it->second)))
@@ -650,6 +702,17 @@ public:
                           "distinct from every other record's",
                           "the same as tensor '" + it->second + "' (" +
                               s.location.toString() + ")"};
+      return std::nullopt;
+    };
+    if (sweep) {
+      for (const auto &[name, t] : tensors_)
+        if (auto d = check(name, t.get()))
+          return d;
+    } else {
+      for (const std::string &name : named)
+        if (auto it = tensors_.find(name); it != tensors_.end())
+          if (auto d = check(name, it->second.get()))
+            return d;
     }
     return std::nullopt;
   }
@@ -963,15 +1026,37 @@ RunResult runScenario(const Scenario &scenario, const RunOptions &options) {
   // One step on the model and every session; false after a divergence.
   // \p written: a command of the scenario (not the runner's read-back).
   std::vector<std::pair<int, ResidencyState>> before;
+  auto devicesDown = [&] {
+    size_t n = 0;
+    for (const auto &[name, d] : model.devices())
+      n += d.shutDown;
+    return n;
+  };
   auto runStep = [&](const Command &c, size_t step, bool written) {
     result.steps = step;
     auto text = [&] {
       return (written ? "" : "final read-back: ") + printCommand(c);
     };
+    // What the step may change: the records of the tensors it names, and
+    // every record when it shuts a device down (which a sweep then covers).
+    std::vector<std::string> named = tensorsNamedBy(c, model);
+    bool sweep =
+        model.tensors().size() <= SweepTensors || step % SweepPeriod == 0;
+    size_t down = devicesDown();
     before.clear();
-    for (const auto &[id, r] : model.records())
-      before.emplace_back(id, r.state);
+    if (sweep || c.kind == CommandKind::Shutdown) {
+      for (const auto &[id, r] : model.records())
+        before.emplace_back(id, r.state);
+    } else {
+      for (const std::string &name : named)
+        if (const ModelTensor *t = model.tensor(name); t && !t->empty())
+          before.emplace_back(t->record, model.records().at(t->record).state);
+    }
     ModelStep predicted = model.apply(c);
+    sweep = sweep || devicesDown() != down;
+    for (const std::string &name : tensorsNamedBy(c, model))
+      if (std::find(named.begin(), named.end(), name) == named.end())
+        named.push_back(name);
     // The final read-back is the runner's, not the scenario's: it counts
     // towards no coverage.
     if (written) {
@@ -998,7 +1083,6 @@ RunResult runScenario(const Scenario &scenario, const RunOptions &options) {
                "the scenario's " + c.expect.toString()});
       return false;
     }
-    std::set<int> named = recordsNamedBy(c, model);
     for (auto &session : sessions) {
       Observation observed;
       session->execute(c, model, observed);
@@ -1008,9 +1092,9 @@ RunResult runScenario(const Scenario &scenario, const RunOptions &options) {
                       traceLine(step, text(), observed, *session));
       std::optional<Difference> d = compareOutcome(predicted, observed);
       if (!d)
-        d = session->compareState(model, named, false);
+        d = session->compareState(model, named, sweep, false);
       if (!d)
-        d = session->backendChecks(model, c);
+        d = session->backendChecks(model, c, named, sweep);
       if (d) {
         diverge(step, text(), session->backend(), *d);
         return false;
@@ -1040,7 +1124,7 @@ RunResult runScenario(const Scenario &scenario, const RunOptions &options) {
   // Every readable tensor's contents, large ones included.
   ++step;
   for (auto &s : sessions)
-    if (auto d = s->compareState(model, {}, true)) {
+    if (auto d = s->compareState(model, {}, true, true)) {
       diverge(step, "final check (host contents of every readable tensor)",
               s->backend(), *d);
       return result;
@@ -1052,9 +1136,9 @@ RunResult runScenario(const Scenario &scenario, const RunOptions &options) {
     s->teardown(model);
   model.teardown();
   for (auto &s : sessions) {
-    std::optional<Difference> d = s->compareState(model, {}, true);
+    std::optional<Difference> d = s->compareState(model, {}, true, true);
     if (!d)
-      d = s->backendChecks(model, Command{});
+      d = s->backendChecks(model, Command{}, {}, true);
     if (!d)
       d = s->physicalChecks();
     if (d) {
