@@ -10,6 +10,7 @@
 #include "ElementArithmetic.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace drt::conformance {
 

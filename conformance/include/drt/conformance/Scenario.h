@@ -167,7 +167,7 @@ struct ValueClass {
   std::string_view name;
   /// The pattern of variant 0; variant N is pattern + N (N < 2^56).
   uint64_t pattern;
-  /// What the class holds, in a few words, for reports and --list.
+  /// What the class holds, in a few words (for reports and listings).
   std::string_view summary;
 };
 
