@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 #include "drt/conformance/Model.h"
 
+#include "ElementArithmetic.h"
+
 #include <algorithm>
 #include <cstring>
 
@@ -109,78 +111,6 @@ bool validDims(const std::vector<size_t> &dims, ElemKind kind) {
 bool isAsync(CommandKind kind) {
   return kind == CommandKind::ToDevice || kind == CommandKind::FromDevice ||
          kind == CommandKind::Run;
-}
-
-/// One placeholder's values during a modelled run.
-struct Values {
-  std::vector<uint8_t> data;
-  std::vector<bool> known;
-};
-
-void computeNode(const NetworkNode &node, ElemKind kind,
-                 const std::vector<const Values *> &in, Values &out,
-                 size_t elements) {
-  size_t size = elemSize(kind);
-  out.data.assign(elements * size, 0);
-  out.known.assign(elements * size, false);
-  for (size_t i = 0; i < elements; ++i) {
-    bool known = true;
-    for (const Values *v : in)
-      for (size_t b = 0; b < size; ++b)
-        known = known && v->known[i * size + b];
-    if (!known)
-      continue;
-    uint8_t *dst = out.data.data() + i * size;
-    if (kind == ElemKind::Float32) {
-      float a, b = 0, r = 0;
-      std::memcpy(&a, in[0]->data.data() + i * size, size);
-      if (in.size() > 1)
-        std::memcpy(&b, in[1]->data.data() + i * size, size);
-      switch (node.op) {
-      case OpKind::Add:
-        r = a + b;
-        break;
-      case OpKind::Mul:
-        r = a * b;
-        break;
-      case OpKind::Relu:
-        r = a > 0 ? a : 0.0f;
-        break;
-      case OpKind::Scale:
-        r = float(double(a) * node.factor);
-        break;
-      case OpKind::Copy:
-        r = a;
-        break;
-      }
-      std::memcpy(dst, &r, size);
-    } else {
-      uint32_t a, b = 0, r = 0;
-      std::memcpy(&a, in[0]->data.data() + i * size, size);
-      if (in.size() > 1)
-        std::memcpy(&b, in[1]->data.data() + i * size, size);
-      switch (node.op) {
-      case OpKind::Add:
-        r = a + b;
-        break;
-      case OpKind::Mul:
-        r = a * b;
-        break;
-      case OpKind::Relu:
-        r = int32_t(a) > 0 ? a : 0;
-        break;
-      case OpKind::Scale:
-        r = a * uint32_t(int64_t(node.factor));
-        break;
-      case OpKind::Copy:
-        r = a;
-        break;
-      }
-      std::memcpy(dst, &r, size);
-    }
-    for (size_t b = 0; b < size; ++b)
-      out.known[i * size + b] = true;
-  }
 }
 
 } // namespace

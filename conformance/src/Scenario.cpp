@@ -1,7 +1,10 @@
 //===- Scenario.cpp - Residency scenarios ---------------------------------===//
 #include "drt/conformance/Scenario.h"
 
+#include "ElementArithmetic.h"
+
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <set>
 
@@ -106,36 +109,198 @@ Function networkFunction(const Command &addNetwork) {
   return f;
 }
 
+namespace {
+
+enum ValueClassTag : uint64_t {
+  SpecialsTag = 1,
+  ExtremesTag = 2,
+  RoundingTag = 3,
+  RandomTag = 4,
+};
+
+constexpr ValueClass ValueClassList[] = {
+    {"specials", SpecialsTag *ValueClassBase,
+     "float NaNs (quiet, signalling, payloads), infinities, signed zeros, "
+     "+-1; integer extremes"},
+    {"extremes", ExtremesTag *ValueClassBase,
+     "float smallest and largest denormals, smallest normal, largest finite; "
+     "integer min, max, -1, 0, 1, min+1, max-1"},
+    {"rounding", RoundingTag *ValueClassBase,
+     "float values near 1 whose sums and products round; integers whose "
+     "products wrap"},
+    {"random", RandomTag *ValueClassBase,
+     "random bits (seeded by the variant) over the kind's whole range"},
+};
+
+/// The bits of a value-class list entry for each kind, in ElemKind order
+/// (f32, i32, i64, u8, f16, bf16), as unsigned 64-bit numbers.
+struct ClassValues {
+  std::span<const uint64_t> byKind[6];
+};
+
+// specials: +inf, -inf, -0, +0, +1, -1, quiet NaN, signalling NaN (smallest
+// payload), negative quiet NaN with a payload, negative signalling NaN with a
+// payload. Neighbours differ, so add(x, y) over variants 0 and 1 meets
+// inf - inf, -inf * -0, -0 + +0, 1 + -1 and NaN propagation.
+constexpr uint64_t SpecialsF32[] = {
+    0x7f800000, 0xff800000, 0x80000000, 0x00000000, 0x3f800000,
+    0xbf800000, 0x7fc00000, 0x7f800001, 0xffc00001, 0xffa5a5a5};
+constexpr uint64_t SpecialsF16[] = {0x7c00, 0xfc00, 0x8000, 0x0000, 0x3c00,
+                                    0xbc00, 0x7e00, 0x7c01, 0xfe01, 0xfd5a};
+constexpr uint64_t SpecialsBF16[] = {0x7f80, 0xff80, 0x8000, 0x0000, 0x3f80,
+                                     0xbf80, 0x7fc0, 0x7f81, 0xffc1, 0xffa5};
+// extremes, float: smallest denormal, largest denormal, smallest normal,
+// largest finite, then the same negated. The first two add up to the third.
+constexpr uint64_t ExtremesF32[] = {0x00000001, 0x007fffff, 0x00800000,
+                                    0x7f7fffff, 0x80000001, 0x807fffff,
+                                    0x80800000, 0xff7fffff};
+constexpr uint64_t ExtremesF16[] = {0x0001, 0x03ff, 0x0400, 0x7bff,
+                                    0x8001, 0x83ff, 0x8400, 0xfbff};
+constexpr uint64_t ExtremesBF16[] = {0x0001, 0x007f, 0x0080, 0x7f7f,
+                                     0x8001, 0x807f, 0x8080, 0xff7f};
+// extremes, integer: min, max, -1, 0, 1, min+1, max-1 (u8: 0, 255, 1, 254
+// and the signed byte's bounds 127, 128).
+constexpr uint64_t ExtremesI32[] = {0x80000000, 0x7fffffff, 0xffffffff, 0,
+                                    1,          0x80000001, 0x7ffffffe};
+constexpr uint64_t ExtremesI64[] = {
+    0x8000000000000000, 0x7fffffffffffffff, 0xffffffffffffffff, 0, 1,
+    0x8000000000000001, 0x7ffffffffffffffe};
+constexpr uint64_t ExtremesU8[] = {0, 255, 1, 254, 127, 128};
+// rounding, float: 1, 1 + 1, 2 and 3 units in the last place, the float
+// just below 1, half a unit of 1 and three quarters of one, 1/3 rounded,
+// 3, -(1 + 1 unit). Sums of neighbours tie or fall between floats; products
+// such as (1 + ulp)^2 and 3 * (1/3) round.
+constexpr uint64_t RoundingF32[] = {
+    0x3f800000, 0x3f800001, 0x3f800002, 0x3f800003, 0x3f7fffff,
+    0x33800000, 0x33c00000, 0x3eaaaaab, 0x40400000, 0xbf800001};
+constexpr uint64_t RoundingF16[] = {0x3c00, 0x3c01, 0x3c02, 0x3c03, 0x3bff,
+                                    0x1000, 0x1200, 0x3555, 0x4200, 0xbc01};
+constexpr uint64_t RoundingBF16[] = {0x3f80, 0x3f81, 0x3f82, 0x3f83, 0x3f7f,
+                                     0x3b80, 0x3bc0, 0x3eab, 0x4040, 0xbf81};
+// rounding, integer: around the square root of the range (products wrap)
+// and half the range (sums wrap).
+constexpr uint64_t RoundingI32[] = {46340, 46341,      65535,
+                                    65536, 0xffff4afb, 0x40000000};
+constexpr uint64_t RoundingI64[] = {3037000499,         3037000500,
+                                    0xffffffff,         0x100000000,
+                                    0xffffffff4afb0ccc, 0x4000000000000000};
+constexpr uint64_t RoundingU8[] = {15, 16, 17, 127, 128, 255};
+
+constexpr ClassValues Specials{{SpecialsF32, ExtremesI32, ExtremesI64,
+                                ExtremesU8, SpecialsF16, SpecialsBF16}};
+constexpr ClassValues Extremes{{ExtremesF32, ExtremesI32, ExtremesI64,
+                                ExtremesU8, ExtremesF16, ExtremesBF16}};
+constexpr ClassValues Rounding{{RoundingF32, RoundingI32, RoundingI64,
+                                RoundingU8, RoundingF16, RoundingBF16}};
+
+size_t kindIndex(ElemKind kind) {
+  for (size_t i = 0; i < AllElemKinds.size(); ++i)
+    if (AllElemKinds[i] == kind)
+      return i;
+  return 0;
+}
+
+/// splitmix64's output function: spreads a counter over all 64 bits.
+uint64_t mix(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111eb;
+  return z ^ (z >> 31);
+}
+
+/// Small exact values: the patterns stored scenarios use, unchanged for f32,
+/// i32, i64 and u8; f16 and bf16 get the f32 values, which they hold exactly.
+uint64_t smallExactBits(ElemKind kind, uint64_t pattern, uint64_t i) {
+  auto quarter = [&] {
+    return float(int((i * (2 * pattern + 1) + pattern) % 17) - 8) * 0.25f;
+  };
+  switch (kind) {
+  case ElemKind::Float32:
+    return std::bit_cast<uint32_t>(quarter());
+  case ElemKind::Float16:
+    return floatToHalf(quarter());
+  case ElemKind::BFloat16:
+    return floatToBFloat16(quarter());
+  case ElemKind::Int32:
+    return uint32_t(i * 2654435761u + pattern * 40503u);
+  case ElemKind::Int64:
+    return i * 0x9E3779B97F4A7C15ull + pattern;
+  case ElemKind::UInt8:
+    return uint8_t(i * 31 + pattern * 7);
+  }
+  return 0;
+}
+
+/// The bits of element \p i of \p pattern over \p kind (the low
+/// elemSize(kind) bytes count).
+uint64_t elementBits(ElemKind kind, uint64_t pattern, uint64_t i) {
+  uint64_t variant = pattern % ValueClassBase;
+  const ClassValues *list = nullptr;
+  switch (pattern / ValueClassBase) {
+  case SpecialsTag:
+    list = &Specials;
+    break;
+  case ExtremesTag:
+    list = &Extremes;
+    break;
+  case RoundingTag:
+    list = &Rounding;
+    break;
+  case RandomTag:
+    return mix(variant * 0x9e3779b97f4a7c15 + mix(i + 1));
+  default:
+    return smallExactBits(kind, pattern, i);
+  }
+  std::span<const uint64_t> values = list->byKind[kindIndex(kind)];
+  return values[(i % values.size() + variant % values.size()) % values.size()];
+}
+
+} // namespace
+
+std::span<const ValueClass> valueClasses() { return ValueClassList; }
+
+const ValueClass *valueClassOf(uint64_t pattern) {
+  for (const ValueClass &c : ValueClassList)
+    if (pattern / ValueClassBase == c.pattern / ValueClassBase)
+      return &c;
+  return nullptr;
+}
+
+void fillPattern(ElemKind kind, uint64_t pattern, size_t firstElement,
+                 std::span<uint8_t> out) {
+  if (pattern == 0) {
+    std::fill(out.begin(), out.end(), uint8_t(0));
+    return;
+  }
+  size_t size = elemSize(kind);
+  for (size_t at = 0, k = 0; at < out.size(); at += size, ++k) {
+    uint64_t bits = elementBits(kind, pattern, firstElement + k);
+    uint8_t element[8];
+    switch (size) {
+    case 1:
+      element[0] = uint8_t(bits);
+      break;
+    case 2: {
+      uint16_t v = uint16_t(bits);
+      std::memcpy(element, &v, 2);
+      break;
+    }
+    case 4: {
+      uint32_t v = uint32_t(bits);
+      std::memcpy(element, &v, 4);
+      break;
+    }
+    default:
+      std::memcpy(element, &bits, 8);
+      break;
+    }
+    std::memcpy(out.data() + at, element, std::min(size, out.size() - at));
+  }
+}
+
 std::vector<uint8_t> patternBytes(ElemKind kind, uint64_t pattern,
                                   size_t firstElement, size_t elements) {
-  size_t size = elemSize(kind);
-  std::vector<uint8_t> out(elements * size, 0);
-  if (pattern == 0)
-    return out;
-  for (size_t k = 0; k < elements; ++k) {
-    uint64_t i = firstElement + k;
-    uint8_t *dst = out.data() + k * size;
-    switch (kind) {
-    case ElemKind::Float32: {
-      float v = float(int((i * (2 * pattern + 1) + pattern) % 17) - 8) * 0.25f;
-      std::memcpy(dst, &v, sizeof v);
-      break;
-    }
-    case ElemKind::Int32: {
-      uint32_t v = uint32_t(i * 2654435761u + pattern * 40503u);
-      std::memcpy(dst, &v, sizeof v);
-      break;
-    }
-    case ElemKind::Int64: {
-      uint64_t v = i * 0x9E3779B97F4A7C15ull + pattern;
-      std::memcpy(dst, &v, sizeof v);
-      break;
-    }
-    case ElemKind::UInt8:
-      *dst = uint8_t(i * 31 + pattern * 7);
-      break;
-    }
-  }
+  std::vector<uint8_t> out(elements * elemSize(kind));
+  fillPattern(kind, pattern, firstElement, out);
   return out;
 }
 

@@ -68,6 +68,10 @@ bool isName(std::string_view s) {
   return true;
 }
 
+constexpr const char *PatternWhat =
+    "a fill pattern (a number, or a value class specials, extremes, "
+    "rounding or random, with an optional :VARIANT as in random:7)";
+
 class LineParser {
 public:
   LineParser(std::vector<Token> tokens, int endColumn)
@@ -122,12 +126,38 @@ public:
     return v;
   }
 
-  ElemKind elemKind() {
+  /// A fill pattern (parsePattern).
+  uint64_t pattern() {
     if (atEnd())
-      fail("an element kind (f32, i32, i64, u8)");
+      fail(PatternWhat);
+    auto v = parsePattern(tokens_[pos_].text);
+    if (!v)
+      fail(PatternWhat);
+    ++pos_;
+    return *v;
+  }
+
+  /// "fill=PATTERN"; nullopt when the next token is not "fill=...".
+  std::optional<uint64_t> fillPattern() {
+    if (atEnd() || tokens_[pos_].text.substr(0, 5) != "fill=")
+      return std::nullopt;
+    std::string_view text = tokens_[pos_].text.substr(5);
+    auto v = parsePattern(text);
+    if (!v)
+      throw LineError{tokens_[pos_].column + 5,
+                      "expected " + std::string(PatternWhat) +
+                          " after fill=, found " + quoted(text)};
+    ++pos_;
+    return v;
+  }
+
+  ElemKind elemKind() {
+    const std::string what = "an element kind (f32, i32, i64, u8, f16, bf16)";
+    if (atEnd())
+      fail(what);
     auto k = parseElemKind(tokens_[pos_].text);
     if (!k)
-      fail("an element kind (f32, i32, i64, u8)");
+      fail(what);
     ++pos_;
     return *k;
   }
@@ -305,7 +335,7 @@ Command parseCommand(LineParser &p, CommandKind kind) {
     c.target = p.name("a tensor name");
     c.elemKind = p.elemKind();
     c.dims = p.dims();
-    if (auto v = p.keyNumber("fill"))
+    if (auto v = p.fillPattern())
       c.pattern = *v;
     break;
   case CommandKind::View:
@@ -329,7 +359,7 @@ Command parseCommand(LineParser &p, CommandKind kind) {
   case CommandKind::Write:
   case CommandKind::Refill:
     c.target = p.name("a tensor name");
-    c.pattern = p.number("a fill pattern (a number)");
+    c.pattern = p.pattern();
     break;
   case CommandKind::ToDevice: {
     c.target = p.name("a tensor name");
@@ -447,6 +477,37 @@ std::string printFactor(double f) {
 
 } // namespace
 
+std::string printPattern(uint64_t pattern) {
+  const ValueClass *c = valueClassOf(pattern);
+  if (!c)
+    return std::to_string(pattern);
+  uint64_t variant = pattern - c->pattern;
+  return std::string(c->name) +
+         (variant ? ":" + std::to_string(variant) : std::string());
+}
+
+std::optional<uint64_t> parsePattern(std::string_view text) {
+  if (!text.empty() && std::isdigit(static_cast<unsigned char>(text[0]))) {
+    auto v = parseUnsigned(text);
+    if (!v || valueClassOf(*v))
+      return std::nullopt;
+    return v;
+  }
+  size_t colon = text.find(':');
+  std::string_view name = text.substr(0, colon);
+  uint64_t variant = 0;
+  if (colon != std::string_view::npos) {
+    auto v = parseUnsigned(text.substr(colon + 1));
+    if (!v || *v >= ValueClassBase)
+      return std::nullopt;
+    variant = *v;
+  }
+  for (const ValueClass &c : valueClasses())
+    if (c.name == name)
+      return c.pattern + variant;
+  return std::nullopt;
+}
+
 ParseResult parseScenario(std::string_view text) {
   Scenario scenario;
   std::vector<int> commandLines;
@@ -523,7 +584,7 @@ std::string printCommand(const Command &c) {
     add(std::string(elemKindName(c.elemKind)));
     add(printDims(c.dims));
     if (c.pattern)
-      add("fill=" + std::to_string(c.pattern));
+      add("fill=" + printPattern(c.pattern));
     break;
   case CommandKind::View:
     add(c.target);
@@ -548,7 +609,7 @@ std::string printCommand(const Command &c) {
   case CommandKind::Write:
   case CommandKind::Refill:
     add(c.target);
-    add(std::to_string(c.pattern));
+    add(printPattern(c.pattern));
     break;
   case CommandKind::ToDevice:
     add(c.target);

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
+#include <cctype>
+
 using namespace drt;
 using namespace drt::conformance;
 
@@ -69,7 +71,8 @@ TEST(ScenarioText, CommentsAndBlankLinesAreSkipped) {
 
 TEST(ScenarioText, ErrorsNameLineColumnAndWhatWasExpected) {
   EXPECT_EQ(parseError("device d0\ncreate a f33 [4]\n"),
-            "2:10: expected an element kind (f32, i32, i64, u8), found 'f33'");
+            "2:10: expected an element kind (f32, i32, i64, u8, f16, bf16), "
+            "found 'f33'");
   EXPECT_EQ(parseError("device d0\ncreate a f32 [4xq]\n"),
             "2:17: expected a dimension (a number), found 'q'");
   EXPECT_EQ(parseError("device d0\ncreate a f32 [4]\nfrom-device a d0 maybe\n"),
@@ -89,6 +92,75 @@ TEST(ScenarioText, ErrorsNameLineColumnAndWhatWasExpected) {
             "tensor 'b'");
   EXPECT_EQ(parseError("device d0\nadd-network n d0 f32 [4] o=pow(x)\n"),
             "2:28: expected an op (add, mul, relu, scale, copy), found 'pow'");
+}
+
+TEST(ScenarioText, ValueClassesAreWrittenByName) {
+  const char *text = R"(device d0
+create a f16 [4] fill=specials
+create b bf16 [2x2] fill=rounding:3
+create c u8 [] fill=9
+create d i64 [3] fill=random:7
+write a extremes:1
+refill b random
+write c 2
+)";
+  Scenario s = parseOk(text);
+  EXPECT_EQ(printScenario(s), text);
+  ASSERT_EQ(s.commands.size(), 7u);
+  EXPECT_EQ(s.commands[0].elemKind, ElemKind::Float16);
+  EXPECT_EQ(s.commands[1].elemKind, ElemKind::BFloat16);
+  EXPECT_EQ(valueClassOf(s.commands[0].pattern)->name, "specials");
+  EXPECT_EQ(s.commands[0].pattern,
+            valueClassOf(s.commands[0].pattern)->pattern);
+  EXPECT_EQ(s.commands[1].pattern,
+            valueClassOf(s.commands[1].pattern)->pattern + 3);
+  EXPECT_EQ(s.commands[2].pattern, 9u);
+  EXPECT_EQ(valueClassOf(s.commands[3].pattern)->name, "random");
+  EXPECT_EQ(s.commands[4].pattern % ValueClassBase, 1u);
+  EXPECT_EQ(valueClassOf(s.commands[5].pattern)->name, "random");
+  EXPECT_EQ(s.commands[6].pattern, 2u);
+}
+
+TEST(ScenarioText, FillPatternErrorsSayWhatAPatternIs) {
+  const std::string what =
+      "expected a fill pattern (a number, or a value class specials, "
+      "extremes, rounding or random, with an optional :VARIANT as in "
+      "random:7)";
+  EXPECT_EQ(parseError("device d0\ncreate a f32 [4] fill=noise\n"),
+            "2:23: " + what + " after fill=, found 'noise'");
+  EXPECT_EQ(parseError("device d0\ncreate a f32 [4]\nwrite a specials:x\n"),
+            "3:9: " + what + ", found 'specials:x'");
+  // A number that selects a value class is written by name instead.
+  std::string classNumber = std::to_string(ValueClassBase);
+  EXPECT_EQ(
+      parseError("device d0\ncreate a f32 [4]\nwrite a " + classNumber + "\n"),
+      "3:9: " + what + ", found '" + classNumber + "'");
+  EXPECT_EQ(
+      parseError("device d0\ncreate a f32 [4] fill=random:" + classNumber +
+                 "\n"),
+      "2:23: " + what + " after fill=, found 'random:" + classNumber + "'");
+}
+
+RC_GTEST_PROP(ScenarioText, EveryPatternPrintsAndParsesBack, (uint64_t raw)) {
+  // Small numbers, every class with small and huge variants, and any bits.
+  uint64_t pattern = raw;
+  switch (*rc::gen::inRange(0, 3)) {
+  case 0:
+    pattern = raw % 100;
+    break;
+  case 1: {
+    auto classes = valueClasses();
+    size_t which = *rc::gen::inRange<size_t>(0, classes.size());
+    pattern = classes[which].pattern + raw % ValueClassBase;
+    break;
+  }
+  default:
+    break;
+  }
+  std::string text = printPattern(pattern);
+  RC_ASSERT(parsePattern(text) == std::optional<uint64_t>(pattern));
+  RC_ASSERT((valueClassOf(pattern) != nullptr) ==
+            !std::isdigit(static_cast<unsigned char>(text[0])));
 }
 
 TEST(ScenarioText, ValidationRejectsLocationsOfAnotherDevice) {

@@ -64,8 +64,16 @@ size_t elemSize(ElemKind kind) {
     return 8;
   case ElemKind::UInt8:
     return 1;
+  case ElemKind::Float16:
+  case ElemKind::BFloat16:
+    return 2;
   }
   return 1;
+}
+
+bool isFloatingPoint(ElemKind kind) {
+  return kind == ElemKind::Float32 || kind == ElemKind::Float16 ||
+         kind == ElemKind::BFloat16;
 }
 
 std::string_view elemKindName(ElemKind kind) {
@@ -78,14 +86,16 @@ std::string_view elemKindName(ElemKind kind) {
     return "i64";
   case ElemKind::UInt8:
     return "u8";
+  case ElemKind::Float16:
+    return "f16";
+  case ElemKind::BFloat16:
+    return "bf16";
   }
   return "?";
 }
 
 std::optional<ElemKind> parseElemKind(std::string_view name) {
-  static constexpr std::array<ElemKind, 4> all = {
-      ElemKind::Float32, ElemKind::Int32, ElemKind::Int64, ElemKind::UInt8};
-  return parseByName(name, all, elemKindName);
+  return parseByName(name, AllElemKinds, elemKindName);
 }
 
 size_t Type::numElements() const {

@@ -2,8 +2,11 @@
 #include "drt/Function.h"
 #include "drt/ExecutionContext.h"
 
+#include <charconv>
 #include <cmath>
+#include <optional>
 #include <set>
+#include <utility>
 
 namespace drt {
 
@@ -52,6 +55,34 @@ std::vector<std::string> Function::inputNames() const {
   return out;
 }
 
+namespace {
+/// The factors an integer kind's scale accepts, as doubles: every integer in
+/// [first, second] is one the kind holds (2^63 is not, so i64 stops at the
+/// largest double below it). Float kinds have no such range.
+std::optional<std::pair<double, double>> integerRange(ElemKind kind) {
+  switch (kind) {
+  case ElemKind::Int32:
+    return std::pair(-2147483648.0, 2147483647.0);
+  case ElemKind::Int64:
+    return std::pair(-9223372036854775808.0, 9223372036854774784.0);
+  case ElemKind::UInt8:
+    return std::pair(0.0, 255.0);
+  case ElemKind::Float32:
+  case ElemKind::Float16:
+  case ElemKind::BFloat16:
+    break;
+  }
+  return std::nullopt;
+}
+
+/// The shortest text that reads back as \p factor ("0.5", "3e+20").
+std::string printedFactor(double factor) {
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, factor);
+  return std::string(buf, end);
+}
+} // namespace
+
 Error Function::verify() const {
   auto fail = [&](const std::string &what) {
     return makeError(ErrorCode::InvalidArgument,
@@ -65,9 +96,6 @@ Error Function::verify() const {
       return fail("a placeholder has no name");
     if (!names.insert(p.name).second)
       return fail("placeholder '" + p.name + "' is declared twice");
-    if (p.type.kind != ElemKind::Float32 && p.type.kind != ElemKind::Int32)
-      return fail("placeholder '" + p.name + "' has type " + p.type.toString() +
-                  "; only f32 and i32 are supported");
     if (p.type.dims.empty() || p.type.numElements() == 0)
       return fail("placeholder '" + p.name + "' has no elements");
   }
@@ -100,13 +128,17 @@ Error Function::verify() const {
     }
     if (!written.insert(n.output).second)
       return fail("placeholder '" + n.output + "' is written by two nodes");
-    if (n.op == OpKind::Scale && out->type.kind == ElemKind::Int32 &&
-        (n.factor != std::floor(n.factor) ||
-         std::fabs(n.factor) > 2147483647.0))
-      return fail(where + " scales i32 by non-integral factor " +
-                  std::to_string(n.factor));
-    if (n.op == OpKind::Scale && !std::isfinite(n.factor))
+    if (n.op != OpKind::Scale)
+      continue;
+    if (!std::isfinite(n.factor))
       return fail(where + " has a non-finite factor");
+    if (auto range = integerRange(out->type.kind);
+        range && (n.factor != std::floor(n.factor) || n.factor < range->first ||
+                  n.factor > range->second))
+      return fail(where + " scales " +
+                  std::string(elemKindName(out->type.kind)) + " by factor " +
+                  printedFactor(n.factor) +
+                  ", which is not an integer the kind holds");
   }
   return Error::success();
 }

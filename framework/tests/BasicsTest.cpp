@@ -9,6 +9,9 @@
 
 #include <gtest/gtest.h>
 
+#include <iterator>
+#include <string_view>
+
 using namespace drt;
 
 TEST(Error, SuccessIsFalseAndFailureCarriesCodeAndMessage) {
@@ -36,8 +39,7 @@ TEST(Names, EveryNameParsesBack) {
        {ErrorCode::Success, ErrorCode::OutOfMemory, ErrorCode::InvalidArgument,
         ErrorCode::NotSupported, ErrorCode::DeviceError, ErrorCode::DeviceLost})
     EXPECT_EQ(parseErrorCode(errorCodeName(c)), c);
-  for (ElemKind k :
-       {ElemKind::Float32, ElemKind::Int32, ElemKind::Int64, ElemKind::UInt8})
+  for (ElemKind k : AllElemKinds)
     EXPECT_EQ(parseElemKind(elemKindName(k)), k);
   for (FaultSite s : {FaultSite::Allocation, FaultSite::TransferToDevice,
                       FaultSite::TransferFromDevice, FaultSite::Run})
@@ -48,7 +50,31 @@ TEST(Names, EveryNameParsesBack) {
         ViolationKind::ViewOutOfBounds, ViolationKind::InvalidTensorType})
     EXPECT_EQ(parseViolationKind(violationKindName(k)), k);
   EXPECT_FALSE(parseErrorCode("Nope"));
-  EXPECT_FALSE(parseElemKind("f16"));
+  EXPECT_FALSE(parseElemKind("f64"));
+  EXPECT_FALSE(parseElemKind("F16"));
+}
+
+TEST(Type, EveryKindHasItsNameSizeAndClass) {
+  struct Expected {
+    ElemKind kind;
+    std::string_view name;
+    size_t size;
+    bool floatingPoint;
+  };
+  const Expected all[] = {{ElemKind::Float32, "f32", 4, true},
+                          {ElemKind::Int32, "i32", 4, false},
+                          {ElemKind::Int64, "i64", 8, false},
+                          {ElemKind::UInt8, "u8", 1, false},
+                          {ElemKind::Float16, "f16", 2, true},
+                          {ElemKind::BFloat16, "bf16", 2, true}};
+  ASSERT_EQ(AllElemKinds.size(), std::size(all));
+  for (size_t i = 0; i < std::size(all); ++i) {
+    EXPECT_EQ(AllElemKinds[i], all[i].kind);
+    EXPECT_EQ(elemKindName(all[i].kind), all[i].name);
+    EXPECT_EQ(elemSize(all[i].kind), all[i].size) << all[i].name;
+    EXPECT_EQ(isFloatingPoint(all[i].kind), all[i].floatingPoint)
+        << all[i].name;
+  }
 }
 
 TEST(Type, SizesAndPrinting) {
@@ -58,6 +84,8 @@ TEST(Type, SizesAndPrinting) {
   EXPECT_EQ(t.toString(), "f32[2x3]");
   EXPECT_EQ((Type{ElemKind::UInt8, {5}}).sizeInBytes(), 5u);
   EXPECT_EQ((Type{ElemKind::Int64, {5}}).sizeInBytes(), 40u);
+  EXPECT_EQ((Type{ElemKind::Float16, {5}}).sizeInBytes(), 10u);
+  EXPECT_EQ((Type{ElemKind::BFloat16, {2, 3}}).toString(), "bf16[2x3]");
 }
 
 TEST(LocationTable, ReleasedAndForgedHandlesAreRejected) {

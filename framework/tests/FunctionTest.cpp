@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 using namespace drt;
 
 namespace {
@@ -54,17 +56,17 @@ TEST(Function, MalformedFunctionsAreRejectedWithTheReason) {
   }
   {
     Function f("g");
-    f.addPlaceholder("a", Type{ElemKind::UInt8, {4}});
-    f.addPlaceholder("o", Type{ElemKind::UInt8, {4}});
-    f.addNode({OpKind::Copy, {"a"}, "o"});
-    expectInvalid(f, "only f32 and i32");
-  }
-  {
-    Function f("g");
     f.addPlaceholder("a", Type{ElemKind::Int32, {4}});
     f.addPlaceholder("o", Type{ElemKind::Int32, {4}});
     f.addNode({OpKind::Scale, {"a"}, "o", 0.5});
-    expectInvalid(f, "non-integral");
+    expectInvalid(f, "not an integer the kind holds");
+  }
+  {
+    Function f("g");
+    f.addPlaceholder("a", Type{ElemKind::Float16, {4}});
+    f.addPlaceholder("o", Type{ElemKind::Float16, {4}});
+    f.addNode({OpKind::Scale, {"a"}, "o", HUGE_VAL});
+    expectInvalid(f, "non-finite factor");
   }
   {
     Function f("g");
@@ -88,6 +90,73 @@ TEST(Function, MalformedFunctionsAreRejectedWithTheReason) {
     expectInvalid(f, "unknown placeholder");
   }
   expectInvalid(Function(""), "has no name");
+}
+
+Function scaleFunction(ElemKind kind, double factor) {
+  Function f("scale");
+  f.addPlaceholder("a", Type{kind, {4}}).addPlaceholder("o", Type{kind, {4}});
+  f.addNode({OpKind::Scale, {"a"}, "o", factor});
+  return f;
+}
+
+TEST(Function, EveryOpRunsOverEveryElementKind) {
+  for (ElemKind kind : AllElemKinds) {
+    Type t{kind, {3, 2}};
+    Function f("all");
+    f.addPlaceholder("a", t).addPlaceholder("b", t);
+    for (const char *out : {"sum", "prod", "act", "scaled", "copied"})
+      f.addPlaceholder(out, t);
+    f.addNode({OpKind::Add, {"a", "b"}, "sum"});
+    f.addNode({OpKind::Mul, {"a", "b"}, "prod"});
+    f.addNode({OpKind::Relu, {"prod"}, "act"});
+    f.addNode({OpKind::Scale, {"act"}, "scaled", 3});
+    f.addNode({OpKind::Copy, {"scaled"}, "copied"});
+    EXPECT_FALSE(f.verify())
+        << elemKindName(kind) << ": " << f.verify().toString();
+  }
+}
+
+TEST(Function, IntegerScaleFactorsMustBeIntegersTheKindHolds) {
+  struct Case {
+    ElemKind kind;
+    double factor;
+    bool valid;
+  };
+  const Case cases[] = {
+      {ElemKind::Int32, -2147483648.0, true},
+      {ElemKind::Int32, 2147483647.0, true},
+      {ElemKind::Int32, 2147483648.0, false},
+      {ElemKind::Int32, -2147483649.0, false},
+      {ElemKind::Int32, 2.5, false},
+      {ElemKind::Int64, -9223372036854775808.0, true},
+      {ElemKind::Int64, 9223372036854774784.0, true}, // largest double < 2^63
+      {ElemKind::Int64, 9223372036854775808.0, false},
+      {ElemKind::Int64, -0.5, false},
+      {ElemKind::UInt8, 0, true},
+      {ElemKind::UInt8, 255, true},
+      {ElemKind::UInt8, 256, false},
+      {ElemKind::UInt8, -1, false},
+      {ElemKind::UInt8, 1.5, false},
+      // Float kinds take any finite factor: it is rounded to the kind.
+      {ElemKind::Float32, 0.3, true},
+      {ElemKind::Float16, 1e30, true},
+      {ElemKind::BFloat16, -1e-300, true},
+      {ElemKind::BFloat16, NAN, false},
+  };
+  for (const Case &c : cases) {
+    Error e = scaleFunction(c.kind, c.factor).verify();
+    EXPECT_EQ(!e, c.valid) << elemKindName(c.kind) << " scale by " << c.factor
+                           << ": " << e.toString();
+    if (!e)
+      continue;
+    EXPECT_NE(e.message().find("node 0 (scale)"), std::string::npos)
+        << "the error names the node: " << e.message();
+    if (std::isfinite(c.factor)) {
+      EXPECT_NE(e.message().find("scales " + std::string(elemKindName(c.kind))),
+                std::string::npos)
+          << e.message();
+    }
+  }
 }
 
 TEST(PlaceholderBindings, BindAllocateAndUnbind) {

@@ -4,8 +4,12 @@
 
 #include "drt/BackendRegistry.h"
 
+#include <algorithm>
+#include <bit>
 #include <chrono>
+#include <cmath>
 #include <cstring>
+#include <type_traits>
 
 namespace drt::fake {
 
@@ -310,22 +314,26 @@ void FakeDevice::evictFunction(const std::string &name) {
 }
 
 namespace {
+/// Integer add and mul wrap modulo 2^bits: computed on the unsigned type,
+/// where overflow is defined (u8 promotes to int, where it cannot overflow).
 template <typename T> T wrapAdd(T a, T b) {
-  if constexpr (std::is_same_v<T, int32_t>)
-    return int32_t(uint32_t(a) + uint32_t(b));
+  if constexpr (std::is_integral_v<T>)
+    return T(std::make_unsigned_t<T>(a) + std::make_unsigned_t<T>(b));
   else
     return a + b;
 }
 template <typename T> T wrapMul(T a, T b) {
-  if constexpr (std::is_same_v<T, int32_t>)
-    return int32_t(uint32_t(a) * uint32_t(b));
+  if constexpr (std::is_integral_v<T>)
+    return T(std::make_unsigned_t<T>(a) * std::make_unsigned_t<T>(b));
   else
     return a * b;
 }
 
+/// add, mul, relu and scale (by \p factor, already converted to T) over n
+/// elements; copy moves bytes and is done by the caller.
 template <typename T>
-void evalNode(const Node &node, const T *a, const T *b, T *out, size_t n) {
-  switch (node.op) {
+void evalNode(OpKind op, const T *a, const T *b, T *out, size_t n, T factor) {
+  switch (op) {
   case OpKind::Add:
     for (size_t i = 0; i < n; ++i)
       out[i] = wrapAdd(a[i], b[i]);
@@ -338,15 +346,114 @@ void evalNode(const Node &node, const T *a, const T *b, T *out, size_t n) {
     for (size_t i = 0; i < n; ++i)
       out[i] = a[i] > T(0) ? a[i] : T(0);
     break;
-  case OpKind::Scale: {
-    T factor = static_cast<T>(node.factor);
+  case OpKind::Scale:
     for (size_t i = 0; i < n; ++i)
       out[i] = wrapMul(a[i], factor);
     break;
-  }
   case OpKind::Copy:
-    std::memmove(out, a, n * sizeof(T));
     break;
+  }
+}
+
+template <typename T>
+void evalKind(const Node &node, const std::byte *a, const std::byte *b,
+              std::byte *out, size_t n) {
+  // Function::verify admits only integer factors that T holds, so the
+  // conversion is exact for integer kinds and rounds to nearest for float.
+  evalNode(node.op, reinterpret_cast<const T *>(a),
+           reinterpret_cast<const T *>(b), reinterpret_cast<T *>(out), n,
+           static_cast<T>(node.factor));
+}
+
+/// A binary floating-point format narrower than float, stored in 16 bits.
+struct NarrowFloat {
+  int mantissaBits;
+  int exponentBias;
+
+  int minExponent() const { return 1 - exponentBias; }
+  int maxExponent() const { return exponentBias; }
+  uint16_t infinity() const {
+    return uint16_t(((2 * exponentBias + 1) << mantissaBits));
+  }
+
+  /// The exact float value of \p bits; a NaN becomes a quiet float NaN
+  /// with the same sign and payload bits.
+  float widen(uint16_t bits) const {
+    bool negative = bits & 0x8000;
+    uint16_t magnitudeBits = bits & 0x7fff;
+    uint32_t mantissa = bits & ((1u << mantissaBits) - 1);
+    if (magnitudeBits >= infinity()) {
+      if (mantissa == 0)
+        return negative ? -HUGE_VALF : HUGE_VALF;
+      return std::bit_cast<float>((negative ? 0x80000000u : 0u) | 0x7fc00000u |
+                                  mantissa << (23 - mantissaBits));
+    }
+    int exponent = magnitudeBits >> mantissaBits;
+    double magnitude =
+        exponent == 0
+            ? std::ldexp(double(mantissa), minExponent() - mantissaBits)
+            : std::ldexp(double(mantissa | 1u << mantissaBits),
+                         exponent - exponentBias - mantissaBits);
+    return float(negative ? -magnitude : magnitude);
+  }
+
+  /// \p value rounded to nearest even (std::nearbyint in the default
+  /// rounding mode); a NaN stays a quiet NaN with its sign and the top bits
+  /// of its payload.
+  uint16_t narrow(float value) const {
+    uint16_t sign = (std::bit_cast<uint32_t>(value) >> 16) & 0x8000;
+    if (std::isnan(value)) {
+      uint32_t payload = std::bit_cast<uint32_t>(value) & 0x7fffff;
+      return uint16_t(sign | infinity() | 1u << (mantissaBits - 1) |
+                      payload >> (23 - mantissaBits));
+    }
+    double magnitude = std::fabs(double(value));
+    if (std::isinf(magnitude))
+      return uint16_t(sign | infinity());
+    if (magnitude == 0)
+      return sign;
+    // Scale so that the unit in the last place of the result is 1 (for
+    // denormals that unit is fixed at the smallest normal's), then round.
+    int exponent = std::max(std::ilogb(magnitude), minExponent());
+    double units =
+        std::nearbyint(std::ldexp(magnitude, mantissaBits - exponent));
+    if (units >= std::ldexp(1.0, mantissaBits + 1)) {
+      units /= 2;
+      ++exponent;
+    }
+    if (exponent > maxExponent())
+      return uint16_t(sign | infinity());
+    uint32_t bits = uint32_t(units);
+    if (bits < (1u << mantissaBits))
+      return uint16_t(sign | bits);
+    return uint16_t(sign | (exponent + exponentBias) << mantissaBits |
+                    (bits - (1u << mantissaBits)));
+  }
+};
+
+constexpr NarrowFloat Half{10, 15};
+constexpr NarrowFloat BFloat16{7, 127};
+
+/// f16 and bf16: widened to float (exactly), computed in float, rounded once
+/// to the format, which gives the exactly rounded result (docs/semantics.md
+/// section 7). The factor is rounded to float, then to the format.
+void evalNarrow(const Node &node, const std::byte *a, const std::byte *b,
+                std::byte *out, size_t n, const NarrowFloat &format) {
+  auto widenAll = [&](const std::byte *bytes) {
+    std::vector<float> values(bytes ? n : 0);
+    for (size_t i = 0; i < values.size(); ++i) {
+      uint16_t bits;
+      std::memcpy(&bits, bytes + 2 * i, 2);
+      values[i] = format.widen(bits);
+    }
+    return values;
+  };
+  std::vector<float> x = widenAll(a), y = widenAll(b), r(n);
+  float factor = format.widen(format.narrow(float(node.factor)));
+  evalNode(node.op, x.data(), y.data(), r.data(), n, factor);
+  for (size_t i = 0; i < n; ++i) {
+    uint16_t bits = format.narrow(r[i]);
+    std::memcpy(out + 2 * i, &bits, 2);
   }
 }
 } // namespace
@@ -382,14 +489,31 @@ Error FakeDevice::runNodes(const Function &function,
       return e;
     const Type &type = function.findPlaceholder(node.output)->type;
     size_t n = type.numElements();
-    if (type.kind == ElemKind::Float32)
-      evalNode(node, reinterpret_cast<const float *>(in0),
-               reinterpret_cast<const float *>(in1),
-               reinterpret_cast<float *>(out), n);
-    else
-      evalNode(node, reinterpret_cast<const int32_t *>(in0),
-               reinterpret_cast<const int32_t *>(in1),
-               reinterpret_cast<int32_t *>(out), n);
+    if (node.op == OpKind::Copy) {
+      // Bits, whatever the kind: a signalling NaN is copied unchanged.
+      std::memmove(out, in0, type.sizeInBytes());
+      continue;
+    }
+    switch (type.kind) {
+    case ElemKind::Float32:
+      evalKind<float>(node, in0, in1, out, n);
+      break;
+    case ElemKind::Int32:
+      evalKind<int32_t>(node, in0, in1, out, n);
+      break;
+    case ElemKind::Int64:
+      evalKind<int64_t>(node, in0, in1, out, n);
+      break;
+    case ElemKind::UInt8:
+      evalKind<uint8_t>(node, in0, in1, out, n);
+      break;
+    case ElemKind::Float16:
+      evalNarrow(node, in0, in1, out, n, Half);
+      break;
+    case ElemKind::BFloat16:
+      evalNarrow(node, in0, in1, out, n, BFloat16);
+      break;
+    }
   }
   ++stats_.runs;
   events_.push_back("run " + function.name());

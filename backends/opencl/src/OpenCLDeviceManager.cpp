@@ -70,6 +70,8 @@ struct PreparedNode {
   /// Placeholder indices of the inputs and of the output.
   std::vector<size_t> inputs;
   size_t output;
+  /// The element kind the node computes over (it decides the factor's type).
+  ElemKind kind;
   double factor;
   size_t elements;
 };
@@ -79,7 +81,35 @@ struct PreparedFunction {
   std::vector<PreparedNode> nodes;
   /// Bytes of each placeholder, in placeholder order.
   std::vector<uint64_t> placeholderBytes;
+  /// Bytes per element of each placeholder: kernels take element offsets.
+  std::vector<uint64_t> placeholderElementBytes;
 };
+
+/// Sets the factor argument of a scale kernel over \p kind, in the type the
+/// kernel takes (scaleFactorKind). Function::verify has checked that an
+/// integer factor is one the kind holds, so the conversions are exact; a
+/// float factor is rounded to nearest float.
+cl_int setScaleFactor(cl_kernel kernel, cl_uint index, ElemKind kind,
+                      double factor) {
+  switch (scaleFactorKind(kind)) {
+  case ElemKind::Int32: {
+    cl_int value = static_cast<cl_int>(factor);
+    return clSetKernelArg(kernel, index, sizeof value, &value);
+  }
+  case ElemKind::Int64: {
+    cl_long value = static_cast<cl_long>(factor);
+    return clSetKernelArg(kernel, index, sizeof value, &value);
+  }
+  case ElemKind::UInt8: {
+    cl_uchar value = static_cast<cl_uchar>(factor);
+    return clSetKernelArg(kernel, index, sizeof value, &value);
+  }
+  default: {
+    cl_float value = static_cast<cl_float>(factor);
+    return clSetKernelArg(kernel, index, sizeof value, &value);
+  }
+  }
+}
 
 Error injectedFault(ErrorCode code, FaultSite site, const std::string &device,
                     const std::string &what) {
@@ -147,6 +177,8 @@ struct OpenCLDeviceManager::State {
   std::array<cl_kernel, NumKernels> kernels{};
   uint64_t budget = 0;
   uint64_t baseAlignment = 1;
+  /// The device flushes float denormals to zero (no CL_FP_DENORM).
+  bool flushesDenormals = false;
   bool pinnedStaging = false;
   uint64_t programBuilds = 0;
   bool programReused = false;
@@ -355,6 +387,13 @@ Error OpenCLDeviceManager::init() {
     return openCLError(rc, "clGetDeviceInfo(CL_DEVICE_MEM_BASE_ADDR_ALIGN)",
                        where);
   s.baseAlignment = std::max<uint64_t>(1, alignBits / 8);
+
+  cl_device_fp_config singleConfig = 0;
+  if (cl_int rc = clGetDeviceInfo(s.device, CL_DEVICE_SINGLE_FP_CONFIG,
+                                  sizeof(singleConfig), &singleConfig, nullptr))
+    return openCLError(rc, "clGetDeviceInfo(CL_DEVICE_SINGLE_FP_CONFIG)",
+                       where);
+  s.flushesDenormals = !(singleConfig & CL_FP_DENORM);
 
   cl_int rc = CL_SUCCESS;
   auto buildStart = std::chrono::steady_clock::now();
@@ -702,8 +741,10 @@ void OpenCLDeviceManager::copyFromDevice(DeviceLocation src, std::byte *dst,
 
 Error OpenCLDeviceManager::compileFunction(const Function &function) {
   PreparedFunction prepared;
-  for (const Placeholder &p : function.placeholders())
+  for (const Placeholder &p : function.placeholders()) {
     prepared.placeholderBytes.push_back(p.type.sizeInBytes());
+    prepared.placeholderElementBytes.push_back(elemSize(p.type.kind));
+  }
   for (const Node &n : function.nodes()) {
     int output = function.placeholderIndex(n.output);
     const Placeholder *out = function.findPlaceholder(n.output);
@@ -712,15 +753,23 @@ Error OpenCLDeviceManager::compileFunction(const Function &function) {
                        "network '" + function.name() + "': node " +
                            std::string(opKindName(n.op)) +
                            " writes unknown placeholder '" + n.output + "'");
-    std::optional<KernelId> kernel = kernelFor(n.op, out->type.kind);
-    if (!kernel)
+    // The contract keeps denormals (docs/semantics.md section 7): a device
+    // that flushes them says so here rather than computing other results.
+    if (state_->flushesDenormals && isFloatingPoint(out->type.kind) &&
+        n.op != OpKind::Copy)
       return makeError(ErrorCode::NotSupported,
                        "network '" + function.name() + "' on device '" +
-                           name() + "': no kernel for " +
-                           std::string(opKindName(n.op)) + " over " +
-                           out->type.toString());
-    PreparedNode node{
-        *kernel, {}, size_t(output), n.factor, out->type.numElements()};
+                           name() + "': " + std::string(opKindName(n.op)) +
+                           " over " + out->type.toString() +
+                           " needs float denormals, which this device "
+                           "flushes to zero (no CL_FP_DENORM in "
+                           "CL_DEVICE_SINGLE_FP_CONFIG)");
+    PreparedNode node{kernelFor(n.op, out->type.kind),
+                      {},
+                      size_t(output),
+                      out->type.kind,
+                      n.factor,
+                      out->type.numElements()};
     for (const std::string &input : n.inputs) {
       int index = function.placeholderIndex(input);
       if (index < 0)
@@ -782,7 +831,8 @@ void OpenCLDeviceManager::execute(const Function &function,
     if (!a)
       return fail(makeError(ErrorCode::InvalidArgument,
                             which + " is stale or unknown"));
-    if (arg.offsetBytes % 4 != 0 || arg.offsetBytes > a->bytes ||
+    uint64_t elementBytes = prepared.placeholderElementBytes[i];
+    if (arg.offsetBytes % elementBytes != 0 || arg.offsetBytes > a->bytes ||
         prepared.placeholderBytes[i] > a->bytes - arg.offsetBytes)
       return fail(makeError(
           ErrorCode::InvalidArgument,
@@ -790,7 +840,7 @@ void OpenCLDeviceManager::execute(const Function &function,
               " bytes at offset " + std::to_string(arg.offsetBytes) +
               " do not fit its " + std::to_string(a->bytes) + " bytes"));
     buffers.push_back(a->buffer);
-    elementOffsets.push_back(arg.offsetBytes / 4);
+    elementOffsets.push_back(arg.offsetBytes / elementBytes);
   }
   if (prepared.nodes.empty())
     return fail(Error::success());
@@ -813,13 +863,8 @@ void OpenCLDeviceManager::execute(const Function &function,
     for (size_t input : node.inputs)
       setBuffer(input);
     setBuffer(node.output);
-    if (rc == CL_SUCCESS && node.kernel == KernelId::ScaleF32) {
-      cl_float factor = static_cast<cl_float>(node.factor);
-      rc = clSetKernelArg(kernel, arg++, sizeof(factor), &factor);
-    } else if (rc == CL_SUCCESS && node.kernel == KernelId::ScaleI32) {
-      cl_int factor = static_cast<cl_int>(node.factor);
-      rc = clSetKernelArg(kernel, arg++, sizeof(factor), &factor);
-    }
+    if (rc == CL_SUCCESS && node.kernel == kernelFor(OpKind::Scale, node.kind))
+      rc = setScaleFactor(kernel, arg++, node.kind, node.factor);
     if (rc != CL_SUCCESS) {
       clFinish(s.queue);
       return fail(openCLError(rc, "clSetKernelArg",

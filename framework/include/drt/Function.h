@@ -2,7 +2,7 @@
 //
 // A Function is a list of element-wise nodes over named placeholders. It is
 // just enough to produce outputs on a device: add, mul, relu, scale and copy
-// over float32 and int32. A placeholder written by a node is an output; every
+// over every element kind. A placeholder written by a node is an output; every
 // other placeholder is an input. Nodes run in order, so a later node may read
 // an earlier node's output.
 //
@@ -38,13 +38,16 @@ struct Placeholder {
 
 /// One element-wise operation: output[i] = op(inputs[0][i], inputs[1][i]).
 ///
-/// Semantics, identical on every backend: int32 add and mul wrap modulo 2^32;
-/// relu(x) = x > 0 ? x : 0; scale multiplies by \p factor converted to the
-/// element type (static_cast<float>(factor) for float32; for int32 the factor
-/// must be an integer and the product wraps); float32 arithmetic is IEEE
-/// single precision, one rounding per operation, no contraction. The payload
-/// of a NaN result is unspecified (devices return their canonical NaN). A
-/// node may not read its own output.
+/// Semantics, identical on every backend (docs/semantics.md section 7):
+/// integer add, mul and scale wrap modulo 2^bits (u8 modulo 256); relu(x) =
+/// x > 0 ? x : 0 (+0 for a float NaN or -0); float results are the exact
+/// result rounded once to the element kind, to nearest even, with no
+/// contraction and with denormals kept; scale multiplies by \p factor
+/// converted to the element kind (rounded to nearest float32, then for f16
+/// and bf16 to the kind; for integer kinds the factor must be an integer that
+/// the kind holds); copy moves bits. The payload of a NaN result is
+/// unspecified (devices return their canonical NaN). A node may not read its
+/// own output.
 struct Node {
   OpKind op = OpKind::Copy;
   std::vector<std::string> inputs;
@@ -81,9 +84,10 @@ public:
   std::vector<std::string> inputNames() const;
 
   /// Checks that the function is well formed: a non-empty name, unique
-  /// placeholder names, float32 or int32 types, nodes naming known placeholders
-  /// of one type with the op's arity, an output written by one node only and
-  /// not read before it is written, integral factors for int32 scale.
+  /// placeholder names with elements (any element kind), nodes naming known
+  /// placeholders of one type with the op's arity, an output written by one
+  /// node only and not read before it is written, finite scale factors, and
+  /// for integer kinds scale factors that are integers the kind holds.
   /// Returns InvalidArgument naming the function and the offending part.
   Error verify() const;
 

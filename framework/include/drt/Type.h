@@ -2,6 +2,7 @@
 #ifndef DRT_TYPE_H
 #define DRT_TYPE_H
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -11,12 +12,25 @@
 
 namespace drt {
 
-/// The element kinds a tensor can hold.
-enum class ElemKind { Float32, Int32, Int64, UInt8 };
+/// The element kinds a tensor can hold: IEEE binary32 (Float32), two's
+/// complement integers (Int32, Int64), an unsigned byte (UInt8), IEEE binary16
+/// (Float16) and bfloat16 (BFloat16: the upper half of a binary32, 8 exponent
+/// and 7 mantissa bits). docs/semantics.md section 7 defines the arithmetic
+/// over each.
+enum class ElemKind { Float32, Int32, Int64, UInt8, Float16, BFloat16 };
+
+/// Every element kind, in declaration order.
+inline constexpr std::array<ElemKind, 6> AllElemKinds = {
+    ElemKind::Float32, ElemKind::Int32,   ElemKind::Int64,
+    ElemKind::UInt8,   ElemKind::Float16, ElemKind::BFloat16};
 
 /// Bytes per element of \p kind.
 size_t elemSize(ElemKind kind);
-/// The kind's name as used in scenario files ("f32", "i32", "i64", "u8").
+/// True for the floating-point kinds (f32, f16, bf16), whose NaN results
+/// have unspecified payloads.
+bool isFloatingPoint(ElemKind kind);
+/// The kind's name as used in scenario files ("f32", "i32", "i64", "u8",
+/// "f16", "bf16").
 std::string_view elemKindName(ElemKind kind);
 /// Parses a name produced by elemKindName.
 std::optional<ElemKind> parseElemKind(std::string_view name);

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -114,7 +115,7 @@ struct Command {
   std::vector<size_t> dims;
   /// View offset in elements.
   uint64_t offset = 0;
-  /// The fill pattern (create, write, refill); see patternBytes().
+  /// The fill pattern (create, write, refill); see fillPattern().
   uint64_t pattern = 0;
   /// from-device: release (true) or keep a mirror (false).
   bool release = true;
@@ -149,9 +150,50 @@ std::vector<Placeholder> networkPlaceholders(const std::vector<NetworkNode> &,
 /// The Function an add-network command describes.
 Function networkFunction(const Command &addNetwork);
 
-/// The bytes of fill pattern \p pattern for \p elements elements of \p kind
-/// starting at element \p firstElement. Pattern 0 is all zeros; other patterns
-/// give small exact float values, wrapping int32 values and varied bytes.
+/// Fill patterns (create fill=P, write, refill). A pattern below
+/// ValueClassBase gives *small exact values*: pattern 0 is all zeros; others
+/// give multiples of 0.25 in [-2, 2] for the float kinds (exact in f16 and
+/// bf16 too, so sums and products of a few stay exact), and wrapping integer
+/// sequences for i32, i64 and u8. A pattern from ValueClassBase up selects a
+/// value class (valueClasses()): its top 8 bits name the class, its low 56
+/// bits are the variant (which element of the class's list comes first, or
+/// the seed of random bits). docs/conformance.md lists every class's values.
+inline constexpr uint64_t ValueClassBase = uint64_t(1) << 56;
+
+/// A class of fill values beyond the small exact ones.
+struct ValueClass {
+  /// The name in the text form: fill=NAME for variant 0, fill=NAME:N for
+  /// variant N ("specials", "random:7").
+  std::string_view name;
+  /// The pattern of variant 0; variant N is pattern + N (N < 2^56).
+  uint64_t pattern;
+  /// What the class holds, in a few words (for reports and listings).
+  std::string_view summary;
+};
+
+/// The value classes, for the generators to draw from: specials (float NaNs
+/// with quiet and signalling payloads, infinities, signed zeros, +-1),
+/// extremes (float denormal and normal bounds and the largest finite value;
+/// integer min, max, -1, 0, 1, min+1, max-1), rounding (float values near 1
+/// whose sums and products round; integers whose products wrap) and random
+/// (random bits: every kind's whole range, NaNs and denormals included).
+/// Integer kinds have no special values: specials gives their extremes.
+std::span<const ValueClass> valueClasses();
+
+/// The value class \p pattern selects, or nullptr for small exact values (and
+/// for the unnamed patterns from ValueClassBase up, which give small exact
+/// values too).
+const ValueClass *valueClassOf(uint64_t pattern);
+
+/// Writes fill pattern \p pattern over \p out in place: element k of \p out
+/// is element firstElement + k of the pattern for \p kind, in host byte order.
+/// A trailing part of an element (out.size() not a multiple of the element
+/// size) gets that element's first bytes. Nothing else is allocated, so a
+/// tensor's storage can be filled directly.
+void fillPattern(ElemKind kind, uint64_t pattern, size_t firstElement,
+                 std::span<uint8_t> out);
+
+/// The bytes fillPattern writes for \p elements elements, as a new vector.
 std::vector<uint8_t> patternBytes(ElemKind kind, uint64_t pattern,
                                   size_t firstElement, size_t elements);
 

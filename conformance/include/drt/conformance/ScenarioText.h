@@ -9,6 +9,8 @@
 
 #include "drt/conformance/Scenario.h"
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -31,6 +33,15 @@ using ParseResult = std::variant<Scenario, ParseError>;
 /// Parses the text form. Names are also checked with validateScenario; a
 /// naming problem is reported at the line of the offending command.
 ParseResult parseScenario(std::string_view text);
+
+/// A fill pattern in the text form: a value class by name, with its variant
+/// when not 0 ("specials", "rounding:1", "random:7"); any other pattern as a
+/// number ("3").
+std::string printPattern(uint64_t pattern);
+/// Parses what printPattern prints; nullopt for anything else, including a
+/// number that selects a value class (those are written by name, so that
+/// every pattern has one spelling).
+std::optional<uint64_t> parsePattern(std::string_view text);
 
 /// Prints one command in the text form (no newline).
 std::string printCommand(const Command &command);
