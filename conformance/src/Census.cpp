@@ -51,14 +51,14 @@ void Census::addScenario(const Scenario &scenario, const InputSpace &space) {
         if (bytes % a != 0)
           ++counts["size not a multiple of"][std::to_string(a) + " B"];
       ++counts["element kind"][std::string(elemKindName(c.elemKind))];
-      ++counts["value class"][valueClassOf(space, c.pattern)];
+      ++counts["value class"][valueClassName(c.pattern)];
       ++counts["rank"][std::to_string(c.dims.size())];
       largestTensorBytes = std::max(largestTensorBytes, bytes);
       break;
     }
     case CommandKind::Write:
     case CommandKind::Refill:
-      ++counts["value class"][valueClassOf(space, c.pattern)];
+      ++counts["value class"][valueClassName(c.pattern)];
       break;
     case CommandKind::View: {
       auto it = kinds.find(c.source);
@@ -142,7 +142,7 @@ Census::missingKeyClasses(const InputSpace &space) const {
     need("size class", c.name);
   for (ElemKind k : space.elemKinds)
     need("element kind", std::string(elemKindName(k)));
-  for (const ValueClass &v : space.valueClasses)
+  for (const ValueChoice &v : space.values)
     need("value class", v.name);
   std::sort(missing.begin(), missing.end());
   missing.erase(std::unique(missing.begin(), missing.end()), missing.end());

@@ -192,18 +192,18 @@ private:
   ElemKind pickKind() { return rng_.pick(p_.space.elemKinds); }
 
   uint64_t pickPattern() {
-    const std::vector<ValueClass> &values = p_.space.valueClasses;
+    const std::vector<ValueChoice> &values = p_.space.values;
     // A class by name first, so that classes with many patterns are not
     // drawn more often than the others.
     std::vector<const std::string *> names;
-    for (const ValueClass &v : values)
+    for (const ValueChoice &v : values)
       if (std::find_if(names.begin(), names.end(), [&](const std::string *n) {
             return *n == v.name;
           }) == names.end())
         names.push_back(&v.name);
     const std::string &name = *rng_.pick(names);
     std::vector<uint64_t> patterns;
-    for (const ValueClass &v : values)
+    for (const ValueChoice &v : values)
       if (v.name == name)
         patterns.push_back(v.pattern);
     return rng_.pick(patterns);
@@ -430,13 +430,13 @@ private:
   }
 
   double pickFactor(ElemKind kind) {
-    bool integral = kind != ElemKind::Float32;
-    if (integral) {
-      static const std::vector<double> Factors = {2, -1, 3, 0, 7, -128, 255};
+    if (!isFloatingPoint(kind)) {
+      static const std::vector<double> Unsigned = {2, 3, 0, 1, 7, 255};
+      static const std::vector<double> Signed = {2, -1, 3, 0, 7, -128};
       // Rarely a factor the network refuses, on purpose.
       if (rng_.percent(3))
         return 0.5;
-      return rng_.pick(Factors);
+      return rng_.pick(kind == ElemKind::UInt8 ? Unsigned : Signed);
     }
     static const std::vector<double> Factors = {0.5,  2.0, -1.5,  3.0,
                                                 0.3,  0.1, 1e-30, 3e38,

@@ -8,8 +8,7 @@ namespace drt::conformance {
 InputSpace makeInputSpace(const std::vector<uint64_t> &declaredSizes) {
   constexpr uint64_t KiB = 1024, MiB = 1024 * KiB;
   InputSpace s;
-  s.elemKinds = {ElemKind::Float32, ElemKind::Int32, ElemKind::Int64,
-                 ElemKind::UInt8};
+  s.elemKinds.assign(AllElemKinds.begin(), AllElemKinds.end());
   // Small sizes are cheap and where most residency bugs show; large ones
   // are where a backend's chunking, paging and staging change path.
   s.sizeClasses = {{"one element", 1, 8, 12},
@@ -29,9 +28,13 @@ InputSpace makeInputSpace(const std::vector<uint64_t> &declaredSizes) {
   std::sort(s.boundaries.begin(), s.boundaries.end());
   s.boundaries.erase(std::unique(s.boundaries.begin(), s.boundaries.end()),
                      s.boundaries.end());
-  s.valueClasses.push_back({"zeros", 0});
-  for (uint64_t p = 1; p <= 9; ++p)
-    s.valueClasses.push_back({"small exact values", p});
+  for (uint64_t p = 0; p <= 9; ++p)
+    s.values.push_back({valueClassName(p), p});
+  // Each special class with a few variants (where its list starts, or the
+  // seed of its random bits).
+  for (const ValueClass &v : valueClasses())
+    for (uint64_t variant = 0; variant < 8; ++variant)
+      s.values.push_back({std::string(v.name), v.pattern + variant});
   s.alignments = {1, 4, 16, 64, 4096};
   s.maxLiveBytes = 24 * MiB;
   return s;
@@ -59,11 +62,12 @@ std::string boundaryRelation(const InputSpace &space, uint64_t bytes,
   return "";
 }
 
-std::string valueClassOf(const InputSpace &space, uint64_t pattern) {
-  for (const ValueClass &v : space.valueClasses)
-    if (v.pattern == pattern)
-      return v.name;
-  return "other";
+std::string valueClassName(uint64_t pattern) {
+  if (pattern == 0)
+    return "zeros";
+  if (const ValueClass *v = valueClassOf(pattern))
+    return std::string(v->name);
+  return "small exact values";
 }
 
 } // namespace drt::conformance

@@ -355,11 +355,9 @@ Outcome Model::writeHost(ModelTensor &t, uint64_t pattern, bool refill,
     step.labels.push_back("host-write-drops-mirror");
     releaseRecord(r);
   }
-  if (trackContents_) {
-    std::vector<uint8_t> bytes =
-        patternBytes(t.kind, pattern, 0, t.numElements());
-    std::memcpy(r.data.data() + t.offsetBytes, bytes.data(), bytes.size());
-  }
+  if (trackContents_)
+    fillPattern(t.kind, pattern, 0,
+                std::span(r.data).subspan(t.offsetBytes, t.bytes()));
   r.known.mark(t.offsetBytes, t.offsetBytes + t.bytes());
   return Outcome::ok();
 }
@@ -663,8 +661,11 @@ ModelStep Model::apply(const Command &c) {
       t.record = newRecord(t.bytes());
       ModelRecord &r = records_.at(t.record);
       r.references = 1;
-      if (trackContents_)
-        r.data = patternBytes(c.elemKind, c.pattern, 0, t.numElements());
+      if (trackContents_) {
+        r.data.resize(t.bytes());
+        if (c.pattern)
+          fillPattern(c.elemKind, c.pattern, 0, r.data);
+      }
     }
     tensors_[c.target] = t;
     break;

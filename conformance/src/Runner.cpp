@@ -61,12 +61,22 @@ std::string hexBytes(const uint8_t *bytes, size_t size, size_t from,
 /// leaves NaN payloads of results unspecified, so every NaN equals every
 /// other).
 bool isNaNElement(ElemKind kind, const uint8_t *p) {
-  if (kind == ElemKind::Float32) {
+  switch (kind) {
+  case ElemKind::Float32: {
     uint32_t bits;
     std::memcpy(&bits, p, sizeof bits);
     return (bits & 0x7f800000u) == 0x7f800000u && (bits & 0x007fffffu) != 0;
   }
-  return false;
+  case ElemKind::Float16:
+  case ElemKind::BFloat16: {
+    uint16_t bits;
+    std::memcpy(&bits, p, sizeof bits);
+    uint16_t exponent = kind == ElemKind::Float16 ? 0x7c00 : 0x7f80;
+    return (bits & exponent) == exponent && (bits & ~exponent & 0x7fff) != 0;
+  }
+  default:
+    return false;
+  }
 }
 
 /// Compares \p host, the host bytes of tensor \p name, with the bytes the
@@ -222,6 +232,11 @@ std::string describeState(bool empty, ResidencyState state,
   if (empty)
     return "empty";
   return stateLabel(state) + (device.empty() ? "" : " on " + device);
+}
+
+/// \p bytes as bytes fillPattern can write.
+std::span<uint8_t> writable(std::span<std::byte> bytes) {
+  return {reinterpret_cast<uint8_t *>(bytes.data()), bytes.size()};
 }
 
 /// The tensors a step names: those it acts on, and for runs and
@@ -802,11 +817,8 @@ private:
     case CommandKind::Create: {
       tensors_[c.target] = std::make_unique<Tensor>();
       auto t = std::make_unique<Tensor>(c.elemKind, c.dims, c.target);
-      if (c.pattern) {
-        auto bytes =
-            patternBytes(c.elemKind, c.pattern, 0, t->type().numElements());
-        std::memcpy(t->mutableHostBytes().data(), bytes.data(), bytes.size());
-      }
+      if (c.pattern)
+        fillPattern(c.elemKind, c.pattern, 0, writable(t->mutableHostBytes()));
       tensors_[c.target] = std::move(t);
       return Error::success();
     }
@@ -860,10 +872,7 @@ private:
       return Error::success();
     case CommandKind::Write: {
       Tensor &t = tensor(c.target);
-      auto target = t.mutableHostBytes();
-      auto bytes =
-          patternBytes(t.elemKind(), c.pattern, 0, t.type().numElements());
-      std::memcpy(target.data(), bytes.data(), bytes.size());
+      fillPattern(t.elemKind(), c.pattern, 0, writable(t.mutableHostBytes()));
       return Error::success();
     }
     case CommandKind::Refill: {

@@ -265,6 +265,62 @@ const ValueClass *valueClassOf(uint64_t pattern) {
   return nullptr;
 }
 
+namespace {
+
+/// How many elements a pattern's values take to repeat over \p kind (0:
+/// they do not repeat).
+uint64_t patternPeriod(ElemKind kind, uint64_t pattern) {
+  switch (pattern / ValueClassBase) {
+  case 0:
+    // Small exact values: f32, f16 and bf16 cycle through 17 quarters, u8
+    // through 256 bytes; i32 and i64 run through their whole range.
+    if (kind == ElemKind::Int32 || kind == ElemKind::Int64)
+      return 0;
+    return kind == ElemKind::UInt8 ? 256 : 17;
+  case SpecialsTag:
+    return Specials.byKind[kindIndex(kind)].size();
+  case ExtremesTag:
+    return Extremes.byKind[kindIndex(kind)].size();
+  case RoundingTag:
+    return Rounding.byKind[kindIndex(kind)].size();
+  default:
+    return 0;
+  }
+}
+
+/// Writes elements [first, first + n) of \p bits (the low Size bytes of
+/// each) to \p out, which holds n elements and possibly part of one more.
+template <size_t Size, typename Bits>
+void writeElements(std::span<uint8_t> out, uint64_t first, Bits bits) {
+  size_t whole = out.size() / Size;
+  uint8_t *p = out.data();
+  for (size_t k = 0; k < whole; ++k, p += Size) {
+    uint64_t v = bits(first + k);
+    std::memcpy(p, &v, Size);
+  }
+  if (size_t rest = out.size() - whole * Size) {
+    uint64_t v = bits(first + whole);
+    std::memcpy(p, &v, rest);
+  }
+}
+
+template <typename Bits>
+void writeElements(size_t size, std::span<uint8_t> out, uint64_t first,
+                   Bits bits) {
+  switch (size) {
+  case 1:
+    return writeElements<1>(out, first, bits);
+  case 2:
+    return writeElements<2>(out, first, bits);
+  case 4:
+    return writeElements<4>(out, first, bits);
+  default:
+    return writeElements<8>(out, first, bits);
+  }
+}
+
+} // namespace
+
 void fillPattern(ElemKind kind, uint64_t pattern, size_t firstElement,
                  std::span<uint8_t> out) {
   if (pattern == 0) {
@@ -272,28 +328,24 @@ void fillPattern(ElemKind kind, uint64_t pattern, size_t firstElement,
     return;
   }
   size_t size = elemSize(kind);
-  for (size_t at = 0, k = 0; at < out.size(); at += size, ++k) {
-    uint64_t bits = elementBits(kind, pattern, firstElement + k);
-    uint8_t element[8];
-    switch (size) {
-    case 1:
-      element[0] = uint8_t(bits);
-      break;
-    case 2: {
-      uint16_t v = uint16_t(bits);
-      std::memcpy(element, &v, 2);
-      break;
-    }
-    case 4: {
-      uint32_t v = uint32_t(bits);
-      std::memcpy(element, &v, 4);
-      break;
-    }
-    default:
-      std::memcpy(element, &bits, 8);
-      break;
-    }
-    std::memcpy(out.data() + at, element, std::min(size, out.size() - at));
+  uint64_t period = patternPeriod(kind, pattern);
+  if (period == 0) {
+    writeElements(size, out, firstElement, [&](uint64_t i) {
+      return elementBits(kind, pattern, i);
+    });
+    return;
+  }
+  // A periodic pattern: compute one block of whole periods (at least 4 KiB),
+  // then copy it over the rest, doubling what is already written.
+  uint64_t block = period * ((4096 / (period * size)) + 1);
+  size_t prefix = std::min<size_t>(out.size(), block * size);
+  writeElements(size, out.first(prefix), firstElement, [&](uint64_t i) {
+    return elementBits(kind, pattern, i);
+  });
+  for (size_t done = prefix; done < out.size();) {
+    size_t copy = std::min(done - done % (block * size), out.size() - done);
+    std::memcpy(out.data() + done, out.data(), copy);
+    done += copy;
   }
 }
 

@@ -188,4 +188,28 @@ TEST(FillPattern, VariantsRotateListsAndSeedRandomBits) {
       << "random bytes take many values";
 }
 
+TEST(FillPattern, ALongFillEqualsItsElementsOneByOne) {
+  // Long fills copy a computed block over the rest: every byte must still
+  // be the element's own, from any first element, with a partial last one.
+  std::vector<uint64_t> patterns = {1, 5, 9};
+  for (const ValueClass &c : valueClasses())
+    patterns.push_back(c.pattern + 3);
+  for (ElemKind kind : AllElemKinds)
+    for (uint64_t pattern : patterns)
+      for (size_t first : {size_t(0), size_t(7), size_t(1000)}) {
+        size_t size = elemSize(kind);
+        std::vector<uint8_t> whole(3 * 4096 * size + size / 2 + 1);
+        fillPattern(kind, pattern, first, whole);
+        std::vector<uint8_t> one(size);
+        for (size_t at = 0; at < whole.size(); at += size) {
+          fillPattern(kind, pattern, first + at / size, one);
+          size_t n = std::min(size, whole.size() - at);
+          ASSERT_TRUE(std::equal(one.begin(), one.begin() + n,
+                                 whole.begin() + at))
+              << elemKindName(kind) << " pattern " << pattern << " from "
+              << first << ": element " << at / size << " differs";
+        }
+      }
+}
+
 } // namespace

@@ -12,6 +12,7 @@
 #define DRT_CONFORMANCE_INPUTSPACE_H
 
 #include "drt/Type.h"
+#include "drt/conformance/Scenario.h"
 
 #include <cstdint>
 #include <string>
@@ -28,8 +29,9 @@ struct SizeClass {
   unsigned weight = 1;
 };
 
-/// A named class of fill values: the fill pattern that produces it.
-struct ValueClass {
+/// One fill pattern the generators may draw, with the name of its value
+/// class ("zeros", "small exact values", "specials", ...).
+struct ValueChoice {
   std::string name;
   uint64_t pattern = 0;
 };
@@ -43,8 +45,9 @@ struct InputSpace {
   /// Byte sizes where a backend may change its path (powers of two, the
   /// page, chunk and staging sizes): drawn often, and one element around.
   std::vector<uint64_t> boundaries;
-  /// Fill value classes.
-  std::vector<ValueClass> valueClasses;
+  /// Fill patterns, each in its value class; a generator draws a class
+  /// first, then a pattern of it.
+  std::vector<ValueChoice> values;
   /// Byte alignments whose multiples and non-multiples view offsets and
   /// sizes are drawn at.
   std::vector<uint64_t> alignments;
@@ -65,8 +68,8 @@ size_t sizeClassOf(const InputSpace &space, uint64_t bytes, size_t size);
 std::string boundaryRelation(const InputSpace &space, uint64_t bytes,
                              size_t size);
 
-/// The name of the value class \p pattern belongs to.
-std::string valueClassOf(const InputSpace &space, uint64_t pattern);
+/// The name of the value class fill pattern \p pattern belongs to.
+std::string valueClassName(uint64_t pattern);
 
 } // namespace drt::conformance
 
