@@ -52,6 +52,10 @@ public:
     std::optional<Command> c = draw(kind);
     if (c && c->kind == CommandKind::InjectFault && rng_.percent(60))
       focus_ = kindHitting(c->fault.site);
+    // A mirror lives until the next host write or transfer: act on it soon.
+    if (c && c->kind == CommandKind::FromDevice && !c->release &&
+        rng_.percent(40))
+      focus_ = CommandKind::ToDevice;
     return c;
   }
 
