@@ -33,7 +33,7 @@ struct Choices {
 /// Draws one scenario: the model is the state, each command is drawn for it.
 class Drawing {
 public:
-  Drawing(const GeneratorProfile &profile, RandomSource &rng, Model &model)
+  Drawing(const GeneratorProfile &profile, ChoiceSource &rng, Model &model)
       : p_(profile), rng_(rng), m_(model) {}
 
   /// One command for the model's current state, or nullopt when the drawn
@@ -685,7 +685,7 @@ private:
   }
 
   const GeneratorProfile &p_;
-  RandomSource &rng_;
+  ChoiceSource &rng_;
   Model &m_;
   Choices ch_;
   std::optional<CommandKind> focus_;
@@ -700,7 +700,7 @@ private:
 /// Budgets relative to the sizes scenarios allocate: small enough that
 /// OutOfMemory happens, and now and then exactly a multiple of a common
 /// size or one byte off it.
-uint64_t drawBudget(RandomSource &rng, const InputSpace &space) {
+uint64_t drawBudget(ChoiceSource &rng, const InputSpace &space) {
   switch (rng.below(4)) {
   case 0:
   case 1:
@@ -726,6 +726,10 @@ ScenarioGenerator::ScenarioGenerator(GeneratorProfile profile,
 
 Scenario ScenarioGenerator::generate(uint64_t seed, size_t steps) const {
   RandomSource rng(seed);
+  return generate(rng, steps);
+}
+
+Scenario ScenarioGenerator::generate(ChoiceSource &rng, size_t steps) const {
   Scenario s;
   s.devices = profile_.devices;
   if (profile_.drawBudgets)
@@ -736,7 +740,8 @@ Scenario ScenarioGenerator::generate(uint64_t seed, size_t steps) const {
   s.commands.reserve(steps);
   // A drawn kind can be impossible in the current state; a few redraws
   // always find one (create is always possible below maxTensors).
-  for (size_t attempts = 0; s.commands.size() < steps && attempts < 4 * steps;
+  for (size_t attempts = 0;
+       s.commands.size() < steps && attempts < 4 * steps && !rng.exhausted();
        ++attempts) {
     std::optional<Command> c = drawing.next();
     if (!c || !commandFitsModel(*c, model))

@@ -13,6 +13,7 @@
 #ifndef DRT_CONFORMANCE_GENERATORS_H
 #define DRT_CONFORMANCE_GENERATORS_H
 
+#include "drt/conformance/ChoiceSource.h"
 #include "drt/conformance/InputSpace.h"
 #include "drt/conformance/Model.h"
 #include "drt/conformance/Scenario.h"
@@ -57,34 +58,6 @@ struct GeneratorProfile {
   bool drawBudgets = false;
 };
 
-/// A small deterministic random source (SplitMix64).
-class RandomSource {
-public:
-  explicit RandomSource(uint64_t seed) : state_(seed) {}
-  /// The next 64 random bits.
-  uint64_t next() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  /// A number in [0, n); 0 when n is 0.
-  uint64_t below(uint64_t n) { return n ? next() % n : 0; }
-  /// A number in [lo, hi].
-  uint64_t between(uint64_t lo, uint64_t hi) {
-    return lo + below(hi - lo + 1);
-  }
-  /// True with probability \p percent / 100.
-  bool percent(unsigned percent) { return below(100) < percent; }
-  /// An element of \p v (which must not be empty).
-  template <typename T> const T &pick(const std::vector<T> &v) {
-    return v[below(v.size())];
-  }
-
-private:
-  uint64_t state_;
-};
-
 /// Generates scenarios for one profile on a backend declaring some
 /// capabilities.
 class ScenarioGenerator {
@@ -94,6 +67,11 @@ public:
   /// The scenario of \p steps commands that \p seed gives. The expectations
   /// of its commands are the model's predictions for the capabilities.
   Scenario generate(uint64_t seed, size_t steps) const;
+
+  /// The scenario of at most \p steps commands whose every choice comes
+  /// from \p choices; it ends early when \p choices is exhausted. With a
+  /// RandomSource of seed S it is generate(S, steps).
+  Scenario generate(ChoiceSource &choices, size_t steps) const;
 
   const GeneratorProfile &profile() const { return profile_; }
 
