@@ -1,0 +1,136 @@
+//===- drt/fuzz/FuzzInput.h - Fuzzer inputs as scenarios --------*- C++ -*-===//
+//
+// What a fuzzer's input means. An input is either
+//  - choices (the first byte is not '#'): the bytes drive the conformance
+//    suite's own scenario generator (ScenarioGenerator with a
+//    ByteChoiceSource). The first choice picks a property family runnable on
+//    the backends, whose profile gives the devices and the commands that
+//    exist; every later choice is one the generator makes (a command kind,
+//    which live tensor, a size, a kind, a value, an offset, a fault plan).
+//    Operands are therefore indices into the live objects, every input is a
+//    valid scenario, and the fuzzer and the generators agree on the input
+//    space; or
+//  - a scenario text (the first byte is '#', as every stored scenario in
+//    conformance/scenarios/ begins): parsed with the suite's parser, its
+//    expectations set from the reference model, and kept to the input
+//    space's bounds. Stored scenarios are seeds as they are, and the fuzzer
+//    mutates scenarios in text form too.
+// Either way the scenario runs through the one runner against the one model;
+// a divergence, a setup error of a generated scenario, or a crash is a
+// finding. drt-fuzz-to-scenario turns a finding into a shrunk .scn file.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DRT_FUZZ_FUZZINPUT_H
+#define DRT_FUZZ_FUZZINPUT_H
+
+#include "drt/conformance/Runner.h"
+#include "drt/conformance/Scenario.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+
+namespace drt::fuzz {
+
+/// The fuzz targets.
+enum class Target {
+  /// Scenarios on one backend (the fake device by default), checked against
+  /// the reference model after every step.
+  Residency,
+  /// The same scenarios on two backends in lockstep (OpenCL against the fake
+  /// device by default).
+  Differential,
+  /// The scenario text parser and printer.
+  ScenarioText,
+};
+
+/// "residency", "differential", "scenario-text".
+std::string_view targetName(Target target);
+/// The target named \p name, or nullopt.
+std::optional<Target> parseTarget(std::string_view name);
+
+/// What a residency or differential input runs on.
+struct FuzzSetup {
+  /// The backend under test (any registered one, "mutant:NAME" included).
+  std::string backend = "fake";
+  /// The backend run in lockstep with it ("" for none).
+  std::string against;
+  /// Most commands an input decodes to (a longer text input is rejected).
+  size_t maxCommands = 64;
+};
+
+/// The setup of \p target: backend "fake" for residency, "opencl" against
+/// "fake" for differential, 64 commands, overridden by the environment
+/// variables DRT_FUZZ_BACKEND, DRT_FUZZ_AGAINST and DRT_FUZZ_MAX_COMMANDS.
+FuzzSetup setupFromEnvironment(Target target);
+
+/// Why \p setup cannot run: an unregistered backend or a command limit of
+/// 0; "" when it can.
+std::string setupProblem(const FuzzSetup &setup);
+
+/// A scenario an input decodes to.
+struct DecodedInput {
+  enum class Form { Choices, Text };
+  Form form = Form::Choices;
+  /// The property family whose generator profile drew a choices input ("" for
+  /// a text input).
+  std::string family;
+  /// Well formed, with every expectation set from the reference model.
+  conformance::Scenario scenario;
+
+  /// "choices (family 'mixed')" or "scenario text".
+  std::string describe() const;
+};
+
+/// An input that decodes to no scenario (a text input that does not parse,
+/// names what does not exist, or leaves the input space's bounds), and why.
+struct Rejection {
+  std::string reason;
+};
+
+/// Decodes \p input for \p setup. Choices inputs always decode (an empty
+/// input is a scenario without commands); text inputs may be rejected.
+std::variant<DecodedInput, Rejection>
+decodeInput(std::span<const uint8_t> input, const FuzzSetup &setup);
+
+/// A scenario as a seed input of the text form: its text, after a first
+/// comment line naming \p origin, so that it begins with '#'.
+std::string encodeSeed(const conformance::Scenario &scenario,
+                       std::string_view origin);
+
+/// An input that makes the backend under test diverge from the model (or
+/// from its partner), or fail to set up a generated scenario.
+struct Finding {
+  DecodedInput input;
+  conformance::RunResult result;
+
+  /// What diverged, how the input decoded, and the scenario in text form.
+  std::string report() const;
+};
+
+/// The result of running one residency or differential input.
+struct InputCheck {
+  /// Set when the input decodes to no scenario.
+  std::optional<Rejection> rejected;
+  /// Set when it decodes to a scenario that fails.
+  std::optional<Finding> finding;
+};
+
+/// Decodes \p input and runs it with the one runner on \p setup's backends.
+/// A setup error of a text input (a device parameter the backend refuses)
+/// is a rejection; of a choices input, a finding.
+InputCheck checkScenarioInput(std::span<const uint8_t> input,
+                              const FuzzSetup &setup);
+
+/// Checks the scenario text parser and printer on \p text: an input that
+/// parses prints to a text that parses back to the same scenario. Returns
+/// what went wrong, or "" (a parse error is no problem: it is an answer).
+std::string checkScenarioText(std::string_view text);
+
+} // namespace drt::fuzz
+
+#endif // DRT_FUZZ_FUZZINPUT_H

@@ -1,0 +1,277 @@
+//===- FuzzInput.cpp - Fuzzer inputs as scenarios -------------------------===//
+#include "drt/fuzz/FuzzInput.h"
+
+#include "drt/BackendRegistry.h"
+#include "drt/conformance/ChoiceSource.h"
+#include "drt/conformance/Generators.h"
+#include "drt/conformance/InputSpace.h"
+#include "drt/conformance/Model.h"
+#include "drt/conformance/Properties.h"
+#include "drt/conformance/ScenarioText.h"
+
+#include <cstdlib>
+#include <vector>
+
+namespace drt::fuzz {
+
+using namespace drt::conformance;
+
+std::string_view targetName(Target target) {
+  switch (target) {
+  case Target::Residency:
+    return "residency";
+  case Target::Differential:
+    return "differential";
+  case Target::ScenarioText:
+    return "scenario-text";
+  }
+  return "?";
+}
+
+std::optional<Target> parseTarget(std::string_view name) {
+  for (Target t :
+       {Target::Residency, Target::Differential, Target::ScenarioText})
+    if (targetName(t) == name)
+      return t;
+  return std::nullopt;
+}
+
+FuzzSetup setupFromEnvironment(Target target) {
+  FuzzSetup setup;
+  if (target == Target::Differential) {
+    setup.backend = "opencl";
+    setup.against = "fake";
+  }
+  if (const char *b = std::getenv("DRT_FUZZ_BACKEND"); b && *b)
+    setup.backend = b;
+  if (const char *a = std::getenv("DRT_FUZZ_AGAINST"))
+    setup.against = a;
+  if (const char *n = std::getenv("DRT_FUZZ_MAX_COMMANDS"); n && *n) {
+    char *end = nullptr;
+    unsigned long long v = std::strtoull(n, &end, 10);
+    setup.maxCommands = *end == '\0' ? size_t(v) : 0;
+  }
+  return setup;
+}
+
+std::string setupProblem(const FuzzSetup &setup) {
+  for (const std::string *b : {&setup.backend, &setup.against}) {
+    if (b->empty() && b == &setup.against)
+      continue;
+    if (!BackendRegistry::instance().find(*b)) {
+      std::string known;
+      for (const BackendInfo &info : BackendRegistry::instance().list())
+        known += (known.empty() ? "" : ", ") + info.name;
+      return "unknown backend '" + *b + "' (registered: " + known + ")";
+    }
+  }
+  if (setup.maxCommands == 0)
+    return "DRT_FUZZ_MAX_COMMANDS must be a positive number";
+  return "";
+}
+
+std::string DecodedInput::describe() const {
+  if (form == Form::Text)
+    return "scenario text";
+  return "choices (family '" + family + "')";
+}
+
+namespace {
+
+Capabilities capabilitiesOf(const std::string &backend) {
+  const BackendInfo *info = BackendRegistry::instance().find(backend);
+  return info ? info->capabilities : Capabilities{};
+}
+
+/// The property families that can run on every backend of \p setup, in
+/// listing order: a choices input picks one of them first.
+std::vector<const PropertyFamily *> runnableFamilies(const FuzzSetup &setup) {
+  std::vector<const PropertyFamily *> out;
+  for (const PropertyFamily &family : propertyFamilies()) {
+    bool runs = family.skipReason(capabilitiesOf(setup.backend)).empty();
+    if (!setup.against.empty())
+      runs = runs && family.skipReason(capabilitiesOf(setup.against)).empty();
+    if (runs)
+      out.push_back(&family);
+  }
+  return out;
+}
+
+/// Bytes of \p dims elements of \p kind, or nullopt when the product
+/// overflows.
+std::optional<uint64_t> bytesOf(ElemKind kind,
+                                const std::vector<size_t> &dims) {
+  uint64_t bytes = elemSize(kind);
+  for (size_t d : dims)
+    if (__builtin_mul_overflow(bytes, uint64_t(d), &bytes))
+      return std::nullopt;
+  return bytes;
+}
+
+const InputSpace &inputSpace() {
+  static const InputSpace space = makeInputSpace();
+  return space;
+}
+
+/// Why the commands of a parsed scenario leave the input space the
+/// generators draw from (so that a text input cannot ask for unbounded time
+/// or memory), or "".
+std::string outsideInputSpace(const Scenario &s, const FuzzSetup &setup) {
+  const uint64_t largest = inputSpace().sizeClasses.back().maxBytes;
+  if (s.commands.size() > setup.maxCommands)
+    return "more than " + std::to_string(setup.maxCommands) + " commands";
+  if (s.devices.size() > 4)
+    return "more than 4 devices";
+  for (const DeviceSpec &d : s.devices)
+    for (const auto &[key, value] : d.parameters)
+      if (key != "async" && key != "seed")
+        return "device parameter '" + key +
+               "' (the generators set only async and seed)";
+  for (const Command &c : s.commands) {
+    bool shaped = c.kind == CommandKind::Create ||
+                  c.kind == CommandKind::View ||
+                  c.kind == CommandKind::AddNetwork;
+    std::optional<uint64_t> bytes = bytesOf(c.elemKind, c.dims);
+    if (shaped && (!bytes || *bytes > largest))
+      return "'" + printCommand(c) + "' is larger than the largest size class";
+    if (c.kind == CommandKind::Alloc && c.bytes > largest)
+      return "'" + printCommand(c) + "' is larger than the largest size class";
+  }
+  return "";
+}
+
+/// Why well formed scenario \p s keeps more bytes live at once than the
+/// input space allows (records and raw locations, as the generators count
+/// them), or "".
+std::string tooMuchLive(const Scenario &s, const FuzzSetup &setup) {
+  const InputSpace &space = inputSpace();
+  Model model(s.devices, capabilitiesOf(setup.backend),
+              /*trackContents=*/false);
+  for (const Command &c : s.commands) {
+    model.apply(c);
+    uint64_t live = 0;
+    for (const auto &[id, r] : model.records())
+      live += r.bytes;
+    for (const std::string &name : model.activeLocations())
+      live += model.locations().at(name).bytes;
+    if (live > space.maxLiveBytes)
+      return "'" + printCommand(c) + "' keeps more than " +
+             std::to_string(space.maxLiveBytes) + " bytes live";
+  }
+  return "";
+}
+
+std::variant<DecodedInput, Rejection> decodeText(std::string_view text,
+                                                 const FuzzSetup &setup) {
+  ParseResult parsed = parseScenario(text);
+  if (const auto *e = std::get_if<ParseError>(&parsed))
+    return Rejection{"scenario text: " + e->toString()};
+  const Scenario &scenario = std::get<Scenario>(parsed);
+  std::string why = outsideInputSpace(scenario, setup);
+  DecodedInput out;
+  out.form = DecodedInput::Form::Text;
+  if (why.empty()) {
+    out.scenario = wellFormedScenario(scenario, setup.backend);
+    why = tooMuchLive(out.scenario, setup);
+  }
+  if (!why.empty())
+    return Rejection{"scenario text outside the input space: " + why};
+  return out;
+}
+
+} // namespace
+
+std::variant<DecodedInput, Rejection>
+decodeInput(std::span<const uint8_t> input, const FuzzSetup &setup) {
+  if (!input.empty() && input[0] == '#')
+    return decodeText(
+        std::string_view(reinterpret_cast<const char *>(input.data()),
+                         input.size()),
+        setup);
+  std::vector<const PropertyFamily *> families = runnableFamilies(setup);
+  if (families.empty())
+    return Rejection{"no property family runs on backend '" + setup.backend +
+                     "'"};
+  ByteChoiceSource choices(input);
+  const PropertyFamily &family = *choices.pick(families);
+  // The profile's seed matters only where a device takes one (the fake
+  // device's asynchronous completion order).
+  uint64_t seed = choices.below(256) + 1;
+  ScenarioGenerator generator(family.profile(setup.backend, seed),
+                              capabilitiesOf(setup.backend));
+  DecodedInput out;
+  out.family = family.name;
+  out.scenario = generator.generate(choices, setup.maxCommands);
+  return out;
+}
+
+std::string encodeSeed(const Scenario &scenario, std::string_view origin) {
+  return "# " + std::string(origin) + "\n" + printScenario(scenario);
+}
+
+std::string Finding::report() const {
+  std::string s = "drt fuzz finding: an input of " + input.describe() + "\n";
+  if (!result.setupError.empty())
+    s += "setup error: " + result.setupError + "\n";
+  if (result.divergence)
+    s += result.divergence->toString();
+  s += "scenario (" + std::to_string(input.scenario.commands.size()) +
+       " commands):\n" + printScenario(input.scenario);
+  return s;
+}
+
+InputCheck checkScenarioInput(std::span<const uint8_t> input,
+                              const FuzzSetup &setup) {
+  InputCheck check;
+  std::variant<DecodedInput, Rejection> decoded = decodeInput(input, setup);
+  if (auto *r = std::get_if<Rejection>(&decoded)) {
+    check.rejected = std::move(*r);
+    return check;
+  }
+  DecodedInput &in = std::get<DecodedInput>(decoded);
+  RunOptions options;
+  options.backend = setup.backend;
+  options.against = setup.against;
+  RunResult result = runScenario(in.scenario, options);
+  if (!result.setupError.empty() && in.form == DecodedInput::Form::Text) {
+    check.rejected =
+        Rejection{"the backend refuses the devices: " + result.setupError};
+    return check;
+  }
+  if (!result.passed())
+    check.finding = Finding{std::move(in), std::move(result)};
+  return check;
+}
+
+std::string checkScenarioText(std::string_view text) {
+  ParseResult parsed = parseScenario(text);
+  const Scenario *scenario = std::get_if<Scenario>(&parsed);
+  if (!scenario)
+    return "";
+  std::string printed = printScenario(*scenario);
+  ParseResult again = parseScenario(printed);
+  if (const auto *e = std::get_if<ParseError>(&again))
+    return "the printed scenario does not parse (" + e->toString() + "):\n" +
+           printed;
+  const Scenario &reparsed = std::get<Scenario>(again);
+  if (reparsed.devices != scenario->devices)
+    return "the printed devices parse to other devices:\n" + printed;
+  for (size_t i = 0; i < scenario->commands.size(); ++i) {
+    if (i >= reparsed.commands.size())
+      return "the printed scenario loses command " + std::to_string(i + 1) +
+             " '" + printCommand(scenario->commands[i]) + "':\n" + printed;
+    if (!(reparsed.commands[i] == scenario->commands[i]))
+      return "command " + std::to_string(i + 1) + " prints as '" +
+             printCommand(scenario->commands[i]) + "', which parses to '" +
+             printCommand(reparsed.commands[i]) + "', another command:\n" +
+             printed;
+  }
+  if (reparsed.commands.size() != scenario->commands.size())
+    return "the printed scenario has more commands:\n" + printed;
+  if (std::string second = printScenario(reparsed); second != printed)
+    return "printing is not stable: the printed scenario prints as\n" + second +
+           "instead of\n" + printed;
+  return "";
+}
+
+} // namespace drt::fuzz

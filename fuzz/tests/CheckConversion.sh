@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# CheckConversion.sh CONVERTER REPLAY BACKEND MODE INPUT WORKDIR
+#
+# Converts fuzz input INPUT, which fails on BACKEND, with CONVERTER
+# (drt-fuzz-to-scenario) and checks the regression it writes:
+#  MODE divergence: REPLAY is drt-replay; the scenario fails on BACKEND and
+#                   passes on the fake device;
+#  MODE crash:      REPLAY is the converter itself (--run-scenario); the
+#                   scenario crashes BACKEND, passes on the fake device, and
+#                   was shrunk.
+set -uo pipefail
+converter=$1 replay=$2 backend=$3 mode=$4 input=$5 work=$6
+rm -rf "$work" && mkdir -p "$work"
+fail() { echo "FAIL: $*"; exit 1; }
+
+"$converter" "$input" --backend "$backend" --out "$work" --name found \
+  > "$work/convert.out" 2>&1
+status=$?
+cat "$work/convert.out"
+[[ $status -eq 0 ]] || fail "drt-fuzz-to-scenario exited with $status"
+scn="$work/found.scn"
+[[ -f "$scn" ]] || fail "no scenario written at $scn"
+echo "--- $scn"; cat "$scn"
+grep -q "^# replay: drt-replay $scn --backend $backend" "$scn" ||
+  fail "no replay command in the scenario's header"
+grep -q "^replay: drt-replay $scn --backend $backend" "$work/convert.out" ||
+  fail "no replay command printed"
+[[ -z $(ls "$work" | grep -v -e '^found.scn$' -e '^convert.out$') ]] ||
+  fail "files left behind: $(ls "$work")"
+
+if [[ $mode == divergence ]]; then
+  grep -q "^# step [0-9]*: " "$scn" || fail "no divergence in the header"
+  "$replay" "$scn" --backend "$backend" > /dev/null
+  [[ $? -eq 1 ]] || fail "the scenario does not fail on $backend"
+  "$replay" "$scn" --backend fake || fail "the scenario fails on fake"
+else
+  grep -q "^# the backend crashed: killed by signal 6" "$scn" ||
+    fail "no crash in the header"
+  "$replay" --run-scenario "$scn" --backend "$backend" > /dev/null 2>&1
+  status=$?
+  [[ $status -ne 0 && $status -ne 3 && $status -ne 4 ]] ||
+    fail "the scenario does not crash $backend (exit $status)"
+  "$replay" --run-scenario "$scn" --backend fake ||
+    fail "the scenario fails on fake"
+  commands=$(grep -cv -e '^#' -e '^device' -e '^$' "$scn")
+  (( commands <= 3 )) || fail "not shrunk: $commands commands"
+fi
+echo "PASS"

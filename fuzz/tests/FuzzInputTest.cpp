@@ -1,0 +1,269 @@
+//===- FuzzInputTest.cpp - Fuzzer inputs as scenarios ---------------------===//
+#include "drt/fuzz/FuzzInput.h"
+#include "drt/BackendRegistry.h"
+#include "drt/conformance/ChoiceSource.h"
+#include "drt/conformance/Generators.h"
+#include "drt/conformance/Properties.h"
+#include "drt/conformance/Runner.h"
+#include "drt/conformance/ScenarioText.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <set>
+
+using namespace drt::conformance;
+using namespace drt::fuzz;
+
+namespace {
+
+std::span<const uint8_t> bytesOf(const std::string &s) {
+  return {reinterpret_cast<const uint8_t *>(s.data()), s.size()};
+}
+
+/// Random bytes, \p length of them, from \p seed.
+std::string randomBytes(uint64_t seed, size_t length) {
+  RandomSource rng(seed);
+  std::string out(length, '\0');
+  for (char &c : out)
+    c = char(rng.below(256));
+  return out;
+}
+
+DecodedInput decoded(const std::string &input, const FuzzSetup &setup = {}) {
+  auto d = decodeInput(bytesOf(input), setup);
+  EXPECT_TRUE(std::holds_alternative<DecodedInput>(d))
+      << std::get<Rejection>(d).reason;
+  return std::holds_alternative<DecodedInput>(d) ? std::get<DecodedInput>(d)
+                                                 : DecodedInput{};
+}
+
+std::string rejection(const std::string &input, const FuzzSetup &setup = {}) {
+  auto d = decodeInput(bytesOf(input), setup);
+  return std::holds_alternative<Rejection>(d) ? std::get<Rejection>(d).reason
+                                              : "";
+}
+
+TEST(ByteChoiceSource, TakesTheFewestBytesAChoiceNeeds) {
+  const uint8_t bytes[] = {7, 0x34, 0x12, 200, 9};
+  ByteChoiceSource s(bytes);
+  EXPECT_EQ(s.below(1), 0u);
+  EXPECT_EQ(s.consumed(), 0u) << "a choice of one takes no byte";
+  EXPECT_EQ(s.below(256), 7u);
+  EXPECT_EQ(s.below(65536), 0x1234u) << "two bytes, little-endian";
+  EXPECT_EQ(s.below(100), 0u) << "200 modulo 100";
+  EXPECT_FALSE(s.exhausted());
+  EXPECT_EQ(s.below(4), 1u);
+  EXPECT_TRUE(s.exhausted());
+  EXPECT_EQ(s.below(10), 0u) << "every choice is 0 once the bytes run out";
+  EXPECT_EQ(s.consumed(), 5u);
+}
+
+TEST(ByteChoiceSource, RunsOutInTheMiddleOfAChoice) {
+  const uint8_t bytes[] = {1};
+  ByteChoiceSource s(bytes);
+  EXPECT_EQ(s.below(1000), 0u);
+  EXPECT_TRUE(s.exhausted());
+}
+
+TEST(ScenarioGenerator, ARandomSourceGivesWhatASeedGives) {
+  for (const PropertyFamily &family : propertyFamilies()) {
+    ScenarioGenerator g(family.profile("fake", 3), drt::Capabilities{});
+    for (uint64_t seed : {1u, 2u, 99u}) {
+      RandomSource rng(seed);
+      EXPECT_EQ(g.generate(seed, 30), g.generate(rng, 30)) << family.name;
+    }
+  }
+}
+
+TEST(DecodeInput, EveryChoicesInputIsAWellFormedScenarioThatPasses) {
+  FuzzSetup setup;
+  for (uint64_t seed = 0; seed < 150; ++seed) {
+    std::string input = randomBytes(seed, size_t(seed * 7 % 400));
+    if (!input.empty() && input[0] == '#')
+      input[0] = 0;
+    DecodedInput d = decoded(input, setup);
+    EXPECT_EQ(d.form, DecodedInput::Form::Choices);
+    EXPECT_LE(d.scenario.commands.size(), setup.maxCommands);
+    EXPECT_EQ(validateScenario(d.scenario), "") << seed;
+    EXPECT_EQ(wellFormedScenario(d.scenario, "fake"), d.scenario)
+        << "the model keeps every command and predicts every expectation";
+    EXPECT_EQ(decoded(input, setup).scenario, d.scenario)
+        << "decoding is deterministic";
+    RunResult r = runScenario(d.scenario, {});
+    EXPECT_TRUE(r.passed())
+        << seed << "\n"
+        << (r.divergence ? r.divergence->toString() : r.setupError)
+        << printScenario(d.scenario);
+  }
+}
+
+TEST(DecodeInput, ChoicesReachEveryFamilyAndEveryCommand) {
+  std::set<std::string> families;
+  std::set<CommandKind> kinds;
+  for (uint64_t seed = 0; seed < 1500; ++seed) {
+    std::string input = randomBytes(seed, 300);
+    input[0] = char(seed % 251 == '#' ? 0 : seed % 251);
+    DecodedInput d = decoded(input);
+    families.insert(d.family);
+    for (const Command &c : d.scenario.commands)
+      kinds.insert(c.kind);
+  }
+  for (const PropertyFamily &family : propertyFamilies())
+    EXPECT_TRUE(families.count(family.name)) << family.name;
+  for (int k = 0; k <= int(CommandKind::Free); ++k)
+    EXPECT_TRUE(kinds.count(CommandKind(k))) << commandKindName(CommandKind(k));
+}
+
+TEST(DecodeInput, TheBytesEndTheScenario) {
+  DecodedInput empty = decoded("");
+  EXPECT_EQ(empty.family, propertyFamilies().front().name);
+  EXPECT_TRUE(empty.scenario.commands.empty());
+  DecodedInput shortInput = decoded(std::string("\x00\x05\x00\x00", 4));
+  EXPECT_LE(shortInput.scenario.commands.size(), 2u);
+  FuzzSetup few;
+  few.maxCommands = 3;
+  EXPECT_LE(decoded(randomBytes(5, 500), few).scenario.commands.size(), 3u);
+}
+
+TEST(DecodeInput, ChoicesDrawOnlyFamiliesTheBackendRuns) {
+  for (const drt::BackendInfo &info : drt::BackendRegistry::instance().list()) {
+    FuzzSetup setup;
+    setup.backend = info.name;
+    for (uint64_t seed = 0; seed < 40; ++seed) {
+      std::string input = randomBytes(seed, 20);
+      input[0] = char(seed == '#' ? 0 : seed);
+      std::string family = decoded(input, setup).family;
+      for (const PropertyFamily &f : propertyFamilies()) {
+        if (f.name == family) {
+          EXPECT_EQ(f.skipReason(info.capabilities), "")
+              << info.name << " " << family;
+        }
+      }
+    }
+  }
+  FuzzSetup unknown;
+  unknown.backend = "no-such-backend";
+  EXPECT_NE(setupProblem(unknown).find("unknown backend 'no-such-backend'"),
+            std::string::npos);
+}
+
+TEST(DecodeInput, AScenarioTextIsItsOwnSeed) {
+  std::string text = "# a seed\n"
+                     "device d0\n"
+                     "create a f32 [4] fill=3\n"
+                     "to-device a d0\n"
+                     "read a -> error OutOfMemory\n";
+  DecodedInput d = decoded(text);
+  EXPECT_EQ(d.form, DecodedInput::Form::Text);
+  ASSERT_EQ(d.scenario.commands.size(), 3u);
+  EXPECT_EQ(d.scenario.commands[2].expect,
+            Outcome::violationOf(drt::ViolationKind::HostAccessWhileOnDevice))
+      << "a text's expectations are the model's, not the text's";
+  Scenario s = std::get<Scenario>(parseScenario(text));
+  EXPECT_EQ(d.scenario, wellFormedScenario(s, "fake"));
+  std::string seed = encodeSeed(d.scenario, "from a test");
+  EXPECT_EQ(seed.rfind("# from a test\n", 0), 0u);
+  EXPECT_EQ(decoded(seed).scenario, d.scenario);
+}
+
+TEST(DecodeInput, ATextOutsideTheInputSpaceIsRejected) {
+  EXPECT_NE(rejection("# bad\ndevice d0\ncreate a f99 [1]\n"), "");
+  EXPECT_NE(rejection("# big\ndevice d0\ncreate a f32 [4194304]\n")
+                .find("larger than the largest size class"),
+            std::string::npos);
+  EXPECT_NE(rejection("# overflow\ndevice d0\n"
+                      "create a u8 [4294967296x4294967296]\n")
+                .find("larger than the largest size class"),
+            std::string::npos);
+  std::string live = "# live\ndevice d0\n";
+  for (int i = 0; i < 4; ++i)
+    live += "create t" + std::to_string(i) + " f32 [2097152]\n";
+  EXPECT_NE(rejection(live).find("bytes live"), std::string::npos);
+  EXPECT_NE(rejection("# slow\ndevice d0 async=1 max-delay-us=100000000\n")
+                .find("max-delay-us"),
+            std::string::npos);
+  std::string longText = "# long\ndevice d0\ncreate a f32 [1]\n";
+  for (int i = 0; i < 64; ++i)
+    longText += "read a\n";
+  EXPECT_NE(rejection(longText).find("more than 64 commands"),
+            std::string::npos);
+  EXPECT_EQ(rejection("# ok\ndevice d0\ncreate a f32 [2097152]\n"), "");
+}
+
+TEST(CheckScenarioInput, AFindingNamesTheDivergenceAndTheScenario) {
+  FuzzSetup setup;
+  setup.backend = "mutant:corrupt-read-back";
+  std::string text = "# round trip\ndevice d0\ncreate a f32 [2] fill=1\n"
+                     "to-device a d0\nfrom-device a d0 release\n";
+  InputCheck check = checkScenarioInput(bytesOf(text), setup);
+  ASSERT_TRUE(check.finding);
+  EXPECT_FALSE(check.rejected);
+  std::string report = check.finding->report();
+  EXPECT_NE(report.find("scenario text"), std::string::npos) << report;
+  EXPECT_NE(report.find("backend:  mutant:corrupt-read-back"),
+            std::string::npos)
+      << report;
+  EXPECT_NE(report.find("from-device a d0 release"), std::string::npos)
+      << report;
+  setup.backend = "fake";
+  EXPECT_FALSE(checkScenarioInput(bytesOf(text), setup).finding);
+}
+
+TEST(CheckScenarioInput, ChoicesFindAMutant) {
+  FuzzSetup setup;
+  setup.backend = "mutant:corrupt-read-back";
+  size_t found = 0;
+  for (uint64_t seed = 0; seed < 200 && !found; ++seed) {
+    std::string input = randomBytes(seed, 200);
+    input[0] = 0;
+    InputCheck check = checkScenarioInput(bytesOf(input), setup);
+    EXPECT_FALSE(check.rejected);
+    found += bool(check.finding);
+  }
+  EXPECT_GT(found, 0u);
+}
+
+TEST(CheckScenarioInput, ADeviceTheBackendRefusesRejectsAText) {
+  FuzzSetup setup;
+  setup.backend = "fake";
+  std::string text = "# refused\ndevice d0 async=maybe\ncreate a f32 [1]\n";
+  InputCheck check = checkScenarioInput(bytesOf(text), setup);
+  ASSERT_TRUE(check.rejected);
+  EXPECT_NE(check.rejected->reason.find("refuses"), std::string::npos);
+  EXPECT_FALSE(check.finding);
+}
+
+TEST(CheckScenarioText, ParsesPrintsAndParsesBack) {
+  EXPECT_EQ(checkScenarioText("device d0\ncreate a f32 [2x3] fill=specials:2\n"
+                              "add-network n d0 f32 [2x3] o=scale(x,0.3)\n"
+                              "run n x=a o=a -> error InvalidArgument\n"),
+            "");
+  EXPECT_EQ(checkScenarioText("not a scenario \x01\x02"), "")
+      << "a parse error is an answer, not a problem";
+  EXPECT_EQ(checkScenarioText(""), "");
+}
+
+TEST(SetupFromEnvironment, TargetsAndOverrides) {
+  unsetenv("DRT_FUZZ_BACKEND");
+  unsetenv("DRT_FUZZ_AGAINST");
+  unsetenv("DRT_FUZZ_MAX_COMMANDS");
+  EXPECT_EQ(setupFromEnvironment(Target::Residency).backend, "fake");
+  EXPECT_EQ(setupFromEnvironment(Target::Residency).against, "");
+  EXPECT_EQ(setupFromEnvironment(Target::Differential).backend, "opencl");
+  EXPECT_EQ(setupFromEnvironment(Target::Differential).against, "fake");
+  setenv("DRT_FUZZ_BACKEND", "mutant:double-free", 1);
+  setenv("DRT_FUZZ_MAX_COMMANDS", "16", 1);
+  FuzzSetup s = setupFromEnvironment(Target::Residency);
+  EXPECT_EQ(s.backend, "mutant:double-free");
+  EXPECT_EQ(s.maxCommands, 16u);
+  EXPECT_EQ(setupProblem(s), "");
+  setenv("DRT_FUZZ_MAX_COMMANDS", "many", 1);
+  EXPECT_NE(setupProblem(setupFromEnvironment(Target::Residency)), "");
+  unsetenv("DRT_FUZZ_BACKEND");
+  unsetenv("DRT_FUZZ_MAX_COMMANDS");
+  EXPECT_EQ(parseTarget("scenario-text"), Target::ScenarioText);
+  EXPECT_EQ(parseTarget("nope"), std::nullopt);
+}
+
+} // namespace
