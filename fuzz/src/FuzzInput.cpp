@@ -9,7 +9,11 @@
 #include "drt/conformance/Properties.h"
 #include "drt/conformance/ScenarioText.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <map>
+#include <mutex>
+#include <tuple>
 #include <vector>
 
 namespace drt::fuzz {
@@ -46,11 +50,15 @@ FuzzSetup setupFromEnvironment(Target target) {
     setup.backend = b;
   if (const char *a = std::getenv("DRT_FUZZ_AGAINST"))
     setup.against = a;
-  if (const char *n = std::getenv("DRT_FUZZ_MAX_COMMANDS"); n && *n) {
+  auto number = [](const char *text) -> uint64_t {
     char *end = nullptr;
-    unsigned long long v = std::strtoull(n, &end, 10);
-    setup.maxCommands = *end == '\0' ? size_t(v) : 0;
-  }
+    unsigned long long v = std::strtoull(text, &end, 10);
+    return *end == '\0' ? uint64_t(v) : 0;
+  };
+  if (const char *n = std::getenv("DRT_FUZZ_MAX_COMMANDS"); n && *n)
+    setup.maxCommands = size_t(number(n));
+  if (const char *n = std::getenv("DRT_FUZZ_MAX_LIVE_BYTES"); n && *n)
+    setup.maxLiveBytes = number(n);
   return setup;
 }
 
@@ -67,6 +75,8 @@ std::string setupProblem(const FuzzSetup &setup) {
   }
   if (setup.maxCommands == 0)
     return "DRT_FUZZ_MAX_COMMANDS must be a positive number";
+  if (setup.maxLiveBytes == 0)
+    return "DRT_FUZZ_MAX_LIVE_BYTES must be a positive number";
   return "";
 }
 
@@ -95,6 +105,40 @@ std::vector<const PropertyFamily *> runnableFamilies(const FuzzSetup &setup) {
       out.push_back(&family);
   }
   return out;
+}
+
+/// The generator of one property family, as a setup decodes with it.
+struct FamilyGenerator {
+  std::string family;
+  ScenarioGenerator generator;
+};
+
+/// The seed every family's profile is built with: it only seeds the fake
+/// device's asynchronous completion order, which the commands vary anyway.
+constexpr uint64_t ProfileSeed = 1;
+
+/// The generators of the families runnable on \p setup's backends, built
+/// once per setup (a profile costs more to build than a short input costs
+/// to decode), their live bytes bounded by the setup.
+const std::vector<FamilyGenerator> &generatorsFor(const FuzzSetup &setup) {
+  using Key = std::tuple<std::string, std::string, uint64_t>;
+  static std::mutex mutex;
+  static std::map<Key, std::vector<FamilyGenerator>> cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  Key key{setup.backend, setup.against, setup.maxLiveBytes};
+  auto it = cache.find(key);
+  if (it != cache.end())
+    return it->second;
+  std::vector<FamilyGenerator> generators;
+  for (const PropertyFamily *family : runnableFamilies(setup)) {
+    GeneratorProfile profile = family->profile(setup.backend, ProfileSeed);
+    profile.space.maxLiveBytes =
+        std::min(profile.space.maxLiveBytes, setup.maxLiveBytes);
+    generators.push_back(
+        {family->name,
+         ScenarioGenerator(std::move(profile), capabilitiesOf(setup.backend))});
+  }
+  return cache.emplace(key, std::move(generators)).first->second;
 }
 
 /// Bytes of \p dims elements of \p kind, or nullopt when the product
@@ -144,7 +188,7 @@ std::string outsideInputSpace(const Scenario &s, const FuzzSetup &setup) {
 /// input space allows (records and raw locations, as the generators count
 /// them), or "".
 std::string tooMuchLive(const Scenario &s, const FuzzSetup &setup) {
-  const InputSpace &space = inputSpace();
+  uint64_t most = std::min(inputSpace().maxLiveBytes, setup.maxLiveBytes);
   Model model(s.devices, capabilitiesOf(setup.backend),
               /*trackContents=*/false);
   for (const Command &c : s.commands) {
@@ -154,9 +198,9 @@ std::string tooMuchLive(const Scenario &s, const FuzzSetup &setup) {
       live += r.bytes;
     for (const std::string &name : model.activeLocations())
       live += model.locations().at(name).bytes;
-    if (live > space.maxLiveBytes)
+    if (live > most)
       return "'" + printCommand(c) + "' keeps more than " +
-             std::to_string(space.maxLiveBytes) + " bytes live";
+             std::to_string(most) + " bytes live";
   }
   return "";
 }
@@ -188,20 +232,15 @@ decodeInput(std::span<const uint8_t> input, const FuzzSetup &setup) {
         std::string_view(reinterpret_cast<const char *>(input.data()),
                          input.size()),
         setup);
-  std::vector<const PropertyFamily *> families = runnableFamilies(setup);
-  if (families.empty())
+  const std::vector<FamilyGenerator> &generators = generatorsFor(setup);
+  if (generators.empty())
     return Rejection{"no property family runs on backend '" + setup.backend +
                      "'"};
   ByteChoiceSource choices(input);
-  const PropertyFamily &family = *choices.pick(families);
-  // The profile's seed matters only where a device takes one (the fake
-  // device's asynchronous completion order).
-  uint64_t seed = choices.below(256) + 1;
-  ScenarioGenerator generator(family.profile(setup.backend, seed),
-                              capabilitiesOf(setup.backend));
+  const FamilyGenerator &chosen = choices.pick(generators);
   DecodedInput out;
-  out.family = family.name;
-  out.scenario = generator.generate(choices, setup.maxCommands);
+  out.family = chosen.family;
+  out.scenario = chosen.generator.generate(choices, setup.maxCommands);
   return out;
 }
 

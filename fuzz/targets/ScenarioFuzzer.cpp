@@ -11,12 +11,39 @@
 //===----------------------------------------------------------------------===//
 #include "drt/fuzz/FuzzInput.h"
 
+#include <array>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 
 using namespace drt::fuzz;
 
 namespace {
+
+/// The fatal signals whose handlers libFuzzer and the sanitizers install,
+/// and which LLVM (inside POCL) takes over when an OpenCL platform first
+/// starts.
+constexpr std::array FatalSignals = {
+    SIGHUP, SIGINT,  SIGTERM, SIGUSR2, SIGILL,  SIGTRAP, SIGABRT, SIGFPE,
+    SIGBUS, SIGSEGV, SIGQUIT, SIGSYS,  SIGXCPU, SIGXFSZ, SIGPIPE};
+
+/// LLVM's handlers end the process without libFuzzer saving the input that
+/// killed it (and without a sanitizer's report of a crash), so the handlers
+/// in place when the first input runs are put back after every input.
+class FatalSignalHandlers {
+public:
+  FatalSignalHandlers() {
+    for (size_t i = 0; i < FatalSignals.size(); ++i)
+      sigaction(FatalSignals[i], nullptr, &saved_[i]);
+  }
+  void restore() const {
+    for (size_t i = 0; i < FatalSignals.size(); ++i)
+      sigaction(FatalSignals[i], &saved_[i], nullptr);
+  }
+
+private:
+  std::array<struct sigaction, FatalSignals.size()> saved_;
+};
 
 Target target() { return *parseTarget(DRT_FUZZ_TARGET); }
 
@@ -40,7 +67,9 @@ extern "C" int LLVMFuzzerInitialize(int *, char ***) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  static const FatalSignalHandlers handlers;
   InputCheck check = checkScenarioInput({data, size}, setup());
+  handlers.restore();
   // A text that decodes to no scenario teaches nothing: keep it out of the
   // corpus.
   if (check.rejected)

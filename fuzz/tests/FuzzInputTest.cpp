@@ -176,10 +176,21 @@ TEST(DecodeInput, ATextOutsideTheInputSpaceIsRejected) {
                       "create a u8 [4294967296x4294967296]\n")
                 .find("larger than the largest size class"),
             std::string::npos);
+  // Live bytes: the setup's bound (64 KiB by default), and never more than
+  // the input space's own.
+  EXPECT_EQ(rejection("# fits\ndevice d0\ncreate a f32 [16384]\n"), "");
+  EXPECT_NE(rejection("# one more\ndevice d0\ncreate a f32 [16385]\n")
+                .find("keeps more than 65536 bytes live"),
+            std::string::npos);
+  FuzzSetup roomy;
+  roomy.maxLiveBytes = uint64_t(1) << 40;
   std::string live = "# live\ndevice d0\n";
-  for (int i = 0; i < 4; ++i)
+  for (int i = 0; i < 3; ++i)
     live += "create t" + std::to_string(i) + " f32 [2097152]\n";
-  EXPECT_NE(rejection(live).find("bytes live"), std::string::npos);
+  EXPECT_EQ(rejection(live, roomy), "");
+  live += "create t3 f32 [2097152]\n";
+  EXPECT_NE(rejection(live, roomy).find("keeps more than 25165824 bytes live"),
+            std::string::npos);
   EXPECT_NE(rejection("# slow\ndevice d0 async=1 max-delay-us=100000000\n")
                 .find("max-delay-us"),
             std::string::npos);
@@ -188,7 +199,6 @@ TEST(DecodeInput, ATextOutsideTheInputSpaceIsRejected) {
     longText += "read a\n";
   EXPECT_NE(rejection(longText).find("more than 64 commands"),
             std::string::npos);
-  EXPECT_EQ(rejection("# ok\ndevice d0\ncreate a f32 [2097152]\n"), "");
 }
 
 TEST(CheckScenarioInput, AFindingNamesTheDivergenceAndTheScenario) {

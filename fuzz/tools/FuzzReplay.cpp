@@ -1,13 +1,14 @@
 //===- FuzzReplay.cpp - drt-fuzz-replay -----------------------------------===//
 //
 // drt-fuzz-replay --target TARGET [--backend NAME] [--against NAME]
-//                 [--max-commands N] [--expect-accepted] PATH...
+//                 [--max-commands N] [--expect-accepted] [--print] PATH...
 //
 // Runs every input under PATH (a file, or a directory's files) the way the
 // libFuzzer target TARGET does, built with any compiler: the corpus replay
 // ctest runs. Exits 1 when an input is a finding (each printed with the
 // command that converts it into a scenario), or, with --expect-accepted,
-// when an input decodes to no scenario; 2 on bad usage.
+// when an input decodes to no scenario; 2 on bad usage. --print prints the
+// scenario each input decodes to.
 //
 //===----------------------------------------------------------------------===//
 #include "drt/conformance/ScenarioText.h"
@@ -29,7 +30,7 @@ namespace {
 int usage() {
   std::cerr << "usage: drt-fuzz-replay --target residency|differential|"
                "scenario-text [--backend NAME] [--against NAME] "
-               "[--max-commands N] [--expect-accepted] PATH...\n";
+               "[--max-commands N] [--expect-accepted] [--print] PATH...\n";
   return 2;
 }
 
@@ -45,7 +46,7 @@ std::string readFile(const fs::path &path) {
 int main(int argc, char **argv) {
   std::optional<Target> target;
   std::optional<std::string> backend, against, maxCommands;
-  bool expectAccepted = false;
+  bool expectAccepted = false, print = false;
   std::vector<fs::path> paths;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -62,6 +63,8 @@ int main(int argc, char **argv) {
       maxCommands = argv[++i];
     } else if (arg == "--expect-accepted") {
       expectAccepted = true;
+    } else if (arg == "--print") {
+      print = true;
     } else if (arg.rfind("--", 0) != 0) {
       paths.push_back(arg);
     } else {
@@ -120,6 +123,14 @@ int main(int argc, char **argv) {
         std::cout << path.string() << ": FINDING\n" << problem << "\n";
       }
       continue;
+    }
+    std::span<const uint8_t> input(
+        reinterpret_cast<const uint8_t *>(bytes.data()), bytes.size());
+    if (print) {
+      auto decoded = decodeInput(input, setup);
+      if (const auto *d = std::get_if<DecodedInput>(&decoded))
+        std::cout << "# " << path.string() << ": " << d->describe() << "\n"
+                  << drt::conformance::printScenario(d->scenario);
     }
     InputCheck check = checkScenarioInput(
         {reinterpret_cast<const uint8_t *>(bytes.data()), bytes.size()}, setup);

@@ -61,11 +61,16 @@ struct FuzzSetup {
   std::string against;
   /// Most commands an input decodes to (a longer text input is rejected).
   size_t maxCommands = 64;
+  /// Most bytes a scenario keeps live at once (the input space's
+  /// maxLiveBytes, lowered): it bounds the size classes drawn, and so the
+  /// cost of one input.
+  uint64_t maxLiveBytes = 64 * 1024;
 };
 
 /// The setup of \p target: backend "fake" for residency, "opencl" against
-/// "fake" for differential, 64 commands, overridden by the environment
-/// variables DRT_FUZZ_BACKEND, DRT_FUZZ_AGAINST and DRT_FUZZ_MAX_COMMANDS.
+/// "fake" for differential, 64 commands, 64 KiB live, overridden by the
+/// environment variables DRT_FUZZ_BACKEND, DRT_FUZZ_AGAINST,
+/// DRT_FUZZ_MAX_COMMANDS and DRT_FUZZ_MAX_LIVE_BYTES.
 FuzzSetup setupFromEnvironment(Target target);
 
 /// Why \p setup cannot run: an unregistered backend or a command limit of
