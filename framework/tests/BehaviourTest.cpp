@@ -372,10 +372,10 @@ TEST_P(Behaviour, CallbackRunsOnceAfterTheRecordIsUpdated) {
   d.transferToDevice(t, std::nullopt, [&](Error e) {
     EXPECT_FALSE(e) << e.toString();
     stateSeen = int(t.residencySnapshot().state);
-    {
-      std::lock_guard<std::mutex> lock(m);
-      ++calls;
-    }
+    // Notified under the lock: once the waiter sees the call it may leave
+    // the test, destroying the condition variable.
+    std::lock_guard<std::mutex> lock(m);
+    ++calls;
     cv.notify_all();
   });
   {
