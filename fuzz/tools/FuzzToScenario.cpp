@@ -272,7 +272,7 @@ int main(int argc, char **argv) {
     name = "fuzz-" + std::string(targetName(target)) + "-" + backendPart + "-" +
            hashName(bytes);
   std::string file = out + "/" + name + ".scn";
-  std::string against_ =
+  std::string againstOption =
       setup.against.empty() ? "" : " --against " + setup.against;
   std::string origin =
       "input " + fs::path(input).filename().string() + " (" +
@@ -365,7 +365,7 @@ int main(int argc, char **argv) {
   fs::remove(log);
 
   std::string replay =
-      "drt-replay " + file + " --backend " + setup.backend + against_;
+      "drt-replay " + file + " --backend " + setup.backend + againstOption;
   std::string header = "# regression from " + origin + ", shrunk from " +
                        std::to_string(in.scenario.commands.size()) + " to " +
                        std::to_string(minimal.commands.size()) + " commands\n" +
