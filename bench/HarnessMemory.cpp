@@ -84,8 +84,8 @@ int main(int argc, char **argv) {
                       "' is not a positive multiple of 4 bytes")
                          .c_str());
     } else {
-      return usage(("unexpected argument '" + std::string(argv[i]) + "'")
-                       .c_str());
+      return usage(
+          ("unexpected argument '" + std::string(argv[i]) + "'").c_str());
     }
   }
   if (!bytes)
@@ -105,9 +105,9 @@ int main(int argc, char **argv) {
   options.backend = backend;
   drt::conformance::RunResult result =
       drt::conformance::runScenario(scenario, options);
-  double seconds = std::chrono::duration<double>(
-                       std::chrono::steady_clock::now() - started)
-                       .count();
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started)
+          .count();
   if (!result.passed()) {
     std::cerr << "drt-harness-memory: the scenario failed on " << backend
               << ":\n"

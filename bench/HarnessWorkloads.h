@@ -1,4 +1,5 @@
-//===- HarnessWorkloads.h - Scenarios and memory probes of the harness bench ===//
+//===- HarnessWorkloads.h - Scenarios and memory probes of the harness bench
+//===//
 //
 // What drt-bench-harness and drt-harness-memory share: the scenario texts
 // they time and the process memory figures they report. Built only on the

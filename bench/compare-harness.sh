@@ -5,10 +5,11 @@
 # one run: builds drt-bench-harness and drt-harness-memory of the working tree
 # (in build/default) and of BASE_REV (a temporary detached worktree, with the
 # working tree's bench/ copied over its own so that both measure the same
-# thing), runs the two in turn REPS times (base, new, base, new, ...) and
-# prints Markdown tables of medians: steps per second per benchmark, the wall
-# time of the live-tensors scenarios, and the peak memory of
-# drt-harness-memory per tensor size.
+# thing), runs the two in turn REPS times (each benchmark in a process of
+# its own, base and new right after each other, the first of the pair
+# alternating) and prints Markdown tables of medians: steps per second per
+# benchmark, the wall time of the live-tensors scenarios, and the peak
+# memory of drt-harness-memory per tensor size.
 #
 # BENCH ARGS go to both drt-bench-harness runs, e.g.
 #   --benchmark_filter='BM_(Generated|Replay)'
@@ -147,14 +148,29 @@ export DRT_BENCH_SCENARIO_DIR=${SCENARIO_DIR:-$base_tree/conformance/scenarios}
 [[ -d $DRT_BENCH_SCENARIO_DIR ]] ||
   die "no scenario folder $DRT_BENCH_SCENARIO_DIR"
 
+# Every benchmark runs in a process of its own, base and new right after
+# each other (the first of the pair alternating between repetitions), so
+# that both see about the same load on a shared machine, and each starts
+# with a fresh process (peak memory, allocator state).
+mapfile -t benchmarks < <("${bench_bin[new]}" "${bench_args[@]}" \
+  --benchmark_list_tests | sed 's|/real_time$||')
+[[ ${#benchmarks[@]} -gt 0 ]] ||
+  die "no benchmark of drt-bench-harness matches: ${bench_args[*]}"
+
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 started=$SECONDS
 for ((rep = 1; rep <= reps; ++rep)); do
-  for side in base new; do
-    echo "$program: benchmarks, repetition $rep of $reps, $side" >&2
-    logged "bench-$side-$rep" "${bench_bin[$side]}" \
-      --benchmark_out="$out/bench-$side-$rep.json" \
-      --benchmark_out_format=json "${bench_args[@]}"
+  sides=(base new)
+  ((rep % 2)) || sides=(new base)
+  for ((index = 0; index < ${#benchmarks[@]}; ++index)); do
+    name=${benchmarks[$index]}
+    for side in "${sides[@]}"; do
+      echo "$program: repetition $rep of $reps: $name, $side" >&2
+      logged "bench-$side-$rep-$index" "${bench_bin[$side]}" \
+        "${bench_args[@]}" --benchmark_filter="^$name(/real_time)?\$" \
+        --benchmark_out="$out/bench-$side-$rep-$index.json" \
+        --benchmark_out_format=json
+    done
   done
 done
 for ((rep = 1; rep <= memory_reps; ++rep)); do
@@ -177,7 +193,7 @@ cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
 NEW_LABEL=$new_label BASE_LABEL=$base_label CPU="$(nproc) cores, $cpu" \
   LOAD="$load_before before, $load_after after" \
   python3 - "$out" "$reps" "$memory_reps" "$memory_sizes" <<'EOF' >"$out/summary.md"
-import json, os, re, statistics, sys
+import glob, json, os, re, statistics, sys
 
 out, reps, memory_reps, sizes = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4].split()
 env = os.environ
@@ -186,8 +202,10 @@ to_seconds = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
 def runs(side):
     """name -> list of (items/s by wall time, items/s by CPU time, seconds per iteration) or an error."""
     found, errors, order = {}, {}, []
-    for rep in range(1, reps + 1):
-        with open(os.path.join(out, f"bench-{side}-{rep}.json")) as f:
+    files = sorted(glob.glob(os.path.join(out, f"bench-{side}-*.json")),
+                   key=lambda p: [int(x) for x in re.findall(r"\d+", os.path.basename(p))])
+    for path in files:
+        with open(path) as f:
             for b in json.load(f)["benchmarks"]:
                 if b.get("run_type") == "aggregate":
                     continue
@@ -222,7 +240,8 @@ names = new_order + [n for n in base_order if n not in new_order]
 print(f"## Harness speed: {env['NEW_LABEL']} against {env['BASE_LABEL']}")
 print()
 print(f"Machine: {env['CPU']}; load average {env['LOAD']}.")
-print(f"Medians of {reps} runs per side, run in turn (base, new, ...); 'spread' is (max - min) / median.")
+print(f"Medians of {reps} runs per side; each benchmark ran in a process of its own, base and new in turn;")
+print("'spread' is (max - min) / median.")
 print("items/s are scenario commands per second of wall time; 'CPU ratio' compares items per second of the")
 print("benchmark thread's CPU time, which a busy machine disturbs less.")
 print()
