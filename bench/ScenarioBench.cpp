@@ -187,9 +187,11 @@ void BM_GeneratedSteps(benchmark::State &state, const char *backend) {
 }
 BENCHMARK_CAPTURE(BM_GeneratedSteps, fake, "fake")
     ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
     ->UseRealTime();
 BENCHMARK_CAPTURE(BM_GeneratedSteps, opencl, "opencl")
     ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
     ->UseRealTime();
 
 void BM_GenerateOnly(benchmark::State &state, const char *backend) {
@@ -218,6 +220,7 @@ void BM_GenerateOnly(benchmark::State &state, const char *backend) {
 }
 BENCHMARK_CAPTURE(BM_GenerateOnly, fake, "fake")
     ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
     ->UseRealTime();
 
 void BM_RunGeneratedOnly(benchmark::State &state, const char *backend) {
@@ -256,9 +259,11 @@ void BM_RunGeneratedOnly(benchmark::State &state, const char *backend) {
 }
 BENCHMARK_CAPTURE(BM_RunGeneratedOnly, fake, "fake")
     ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
     ->UseRealTime();
 BENCHMARK_CAPTURE(BM_RunGeneratedOnly, opencl, "opencl")
     ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
     ->UseRealTime();
 
 /// The folder of stored scenarios: $DRT_BENCH_SCENARIO_DIR when set (so
@@ -314,9 +319,11 @@ void BM_ReplaySteps(benchmark::State &state, const char *backend) {
 }
 BENCHMARK_CAPTURE(BM_ReplaySteps, fake, "fake")
     ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
     ->UseRealTime();
 BENCHMARK_CAPTURE(BM_ReplaySteps, opencl, "opencl")
     ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
     ->UseRealTime();
 
 /// No fixed iteration count: the default minimum time runs a single
@@ -343,6 +350,7 @@ BENCHMARK(BM_LiveTensors)
     ->Arg(400)
     ->Arg(800)
     ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
     ->UseRealTime();
 
 /// Peak memory is measured from a reset peak where the kernel allows it
@@ -382,6 +390,7 @@ BENCHMARK(BM_TensorBytes)
     ->Arg(16 << 20)
     ->Arg(64 << 20)
     ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
     ->UseRealTime();
 
 } // namespace

@@ -153,7 +153,7 @@ export DRT_BENCH_SCENARIO_DIR=${SCENARIO_DIR:-$base_tree/conformance/scenarios}
 # that both see about the same load on a shared machine, and each starts
 # with a fresh process (peak memory, allocator state).
 mapfile -t benchmarks < <("${bench_bin[new]}" "${bench_args[@]}" \
-  --benchmark_list_tests | sed 's|/real_time$||')
+  --benchmark_list_tests)
 [[ ${#benchmarks[@]} -gt 0 ]] ||
   die "no benchmark of drt-bench-harness matches: ${bench_args[*]}"
 
@@ -165,9 +165,10 @@ for ((rep = 1; rep <= reps; ++rep)); do
   for ((index = 0; index < ${#benchmarks[@]}; ++index)); do
     name=${benchmarks[$index]}
     for side in "${sides[@]}"; do
-      echo "$program: repetition $rep of $reps: $name, $side" >&2
+      echo "$program: repetition $rep of $reps: ${name%%/process_time*}," \
+        "$side" >&2
       logged "bench-$side-$rep-$index" "${bench_bin[$side]}" \
-        "${bench_args[@]}" --benchmark_filter="^$name(/real_time)?\$" \
+        "${bench_args[@]}" --benchmark_filter="^$name\$" \
         --benchmark_out="$out/bench-$side-$rep-$index.json" \
         --benchmark_out_format=json
     done
@@ -209,7 +210,7 @@ def runs(side):
             for b in json.load(f)["benchmarks"]:
                 if b.get("run_type") == "aggregate":
                     continue
-                name = re.sub(r"/real_time$", "", b["name"])
+                name = re.sub(r"(/process_time)?(/real_time)?$", "", b["name"])
                 if name not in order:
                     order.append(name)
                 if b.get("error_occurred"):
@@ -241,11 +242,12 @@ print(f"## Harness speed: {env['NEW_LABEL']} against {env['BASE_LABEL']}")
 print()
 print(f"Machine: {env['CPU']}; load average {env['LOAD']}.")
 print(f"Medians of {reps} runs per side; each benchmark ran in a process of its own, base and new in turn;")
-print("'spread' is (max - min) / median.")
-print("items/s are scenario commands per second of wall time; 'CPU ratio' compares items per second of the")
-print("benchmark thread's CPU time, which a busy machine disturbs less.")
+print("'spread' is (max - min) / median, base then new.")
+print("items/s are scenario commands per second of wall time; the CPU columns compare commands per second of")
+print("the process's CPU time (all its threads), which a busy machine disturbs far less, but which leaves out")
+print("time spent waiting.")
 print()
-print("| benchmark | base items/s | spread | new items/s | spread | new/base | CPU ratio |")
+print("| benchmark | base items/s | new items/s | new/base | spread | CPU new/base | CPU spread |")
 print("|---|---|---|---|---|---|---|")
 for name in names:
     if name not in base or name not in new:
@@ -254,10 +256,12 @@ for name in names:
         continue
     b = [r[0] for r in base[name]]
     n = [r[0] for r in new[name]]
-    bc = statistics.median(r[1] for r in base[name])
-    nc = statistics.median(r[1] for r in new[name])
-    print(f"| {name} | {fmt(statistics.median(b))} | {spread(b)} | {fmt(statistics.median(n))} | {spread(n)} | "
-          f"{statistics.median(n) / statistics.median(b):.2f} | {nc / bc if bc else 0:.2f} |")
+    bc = [r[1] for r in base[name]]
+    nc = [r[1] for r in new[name]]
+    cpu_ratio = statistics.median(nc) / statistics.median(bc) if statistics.median(bc) else 0
+    print(f"| {name} | {fmt(statistics.median(b))} | {fmt(statistics.median(n))} | "
+          f"{statistics.median(n) / statistics.median(b):.2f} | {spread(b)}, {spread(n)} | "
+          f"{cpu_ratio:.2f} | {spread(bc)}, {spread(nc)} |")
 
 live = [n for n in names if n.startswith("BM_LiveTensors/") and n in base and n in new]
 if live:

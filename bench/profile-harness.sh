@@ -69,7 +69,7 @@ fi
 cmake --build "$root/build/default" -j 2 --target drt-bench-harness \
   >"$out/build.log" 2>&1 || die "building failed; see $out/build.log"
 bench=$root/build/default/bench/drt-bench-harness
-filter="^$benchmark(/real_time)?\$"
+filter="^$benchmark(/process_time)?(/real_time)?\$"
 "$bench" --benchmark_list_tests --benchmark_filter="$filter" | grep -q . ||
   die "drt-bench-harness has no benchmark '$benchmark'"
 
