@@ -15,12 +15,18 @@
 #   --benchmark_filter='BM_(Generated|Replay)'
 #
 # Environment:
-#   REPS          repetitions of the benchmark program per side (default 3)
+#   REPS          runs of every benchmark per side (default 3)
 #   MEMORY_SIZES  tensor sizes for drt-harness-memory (default "64M 256M";
 #                 empty: none)
 #   MEMORY_REPS   repetitions of each memory run per side (default 1; peak
 #                 memory barely varies between runs)
 #   JOBS          build parallelism (default 2)
+#   INSTRUCTIONS_FILTER
+#                 the benchmarks whose instructions per step are counted
+#                 with callgrind, once per side (deterministic, so a busy
+#                 machine does not disturb them; about 50 times slower);
+#                 default: the fake-device benchmarks that take less than a
+#                 second; empty: none. BENCH ARGS do not apply to them.
 #   SCENARIO_DIR  stored scenarios both sides replay (default: BASE_REV's
 #                 conformance/scenarios, which both revisions can parse)
 #   OUT_DIR       where raw results, logs and summary.md go (default
@@ -45,6 +51,7 @@ reps=${REPS:-3}
 memory_sizes=${MEMORY_SIZES-64M 256M}
 memory_reps=${MEMORY_REPS:-1}
 jobs=${JOBS:-2}
+instructions_filter=${INSTRUCTIONS_FILTER-^BM_(GeneratedSteps/fake|GenerateOnly/fake|RunGeneratedOnly/fake|ReplaySteps/fake|LiveTensors/(100|200)|TensorBytes/(4096|1048576))/}
 [[ $reps =~ ^[1-9][0-9]*$ ]] || die "REPS must be a positive number, not '$reps'"
 [[ $memory_reps =~ ^[1-9][0-9]*$ ]] ||
   die "MEMORY_REPS must be a positive number, not '$memory_reps'"
@@ -53,6 +60,10 @@ jobs=${JOBS:-2}
 for tool in git cmake ninja python3; do
   command -v "$tool" >/dev/null || die "'$tool' is needed but not on PATH"
 done
+if [[ -n $instructions_filter ]] && ! command -v valgrind >/dev/null; then
+  die "valgrind is needed to count instructions (INSTRUCTIONS_FILTER=" \
+    "counts none)"
+fi
 
 script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(git -C "$script_dir" rev-parse --show-toplevel 2>/dev/null) ||
@@ -190,6 +201,27 @@ for ((rep = 1; rep <= memory_reps; ++rep)); do
 done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
+# Instructions executed inside the timed loop (ScenarioBench.cpp's
+# timedIteration) over one iteration; the benchmark reports how many
+# iterations and commands that was.
+counted=()
+if [[ -n $instructions_filter ]]; then
+  mapfile -t counted < <("${bench_bin[new]}" \
+    --benchmark_filter="$instructions_filter" --benchmark_list_tests)
+fi
+for ((index = 0; index < ${#counted[@]}; ++index)); do
+  name=${counted[$index]}
+  for side in base new; do
+    echo "$program: instructions of ${name%%/process_time*}, $side" >&2
+    logged "instructions-$side-$index" valgrind --tool=callgrind \
+      --callgrind-out-file="$out/callgrind-$side-$index.out" \
+      --toggle-collect='*timedIteration*' "${bench_bin[$side]}" \
+      --benchmark_filter="^$name\$" --benchmark_min_time=0.001 \
+      --benchmark_out="$out/instructions-$side-$index.json" \
+      --benchmark_out_format=json
+  done
+done
+
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
 NEW_LABEL=$new_label BASE_LABEL=$base_label CPU="$(nproc) cores, $cpu" \
   LOAD="$load_before before, $load_after after" \
@@ -262,6 +294,37 @@ for name in names:
     print(f"| {name} | {fmt(statistics.median(b))} | {fmt(statistics.median(n))} | "
           f"{statistics.median(n) / statistics.median(b):.2f} | {spread(b)}, {spread(n)} | "
           f"{cpu_ratio:.2f} | {spread(bc)}, {spread(nc)} |")
+
+def instructions(side):
+    """name -> instructions per command, or the error message."""
+    counts = {}
+    for path in glob.glob(os.path.join(out, f"instructions-{side}-*.json")):
+        index = re.search(r"-(\d+)\.json$", path).group(1)
+        with open(os.path.join(out, f"callgrind-{side}-{index}.out")) as f:
+            total = next(int(line.split()[1]) for line in f if line.startswith("summary:"))
+        with open(path) as f:
+            for b in json.load(f)["benchmarks"]:
+                name = re.sub(r"(/process_time)?(/real_time)?$", "", b["name"])
+                if b.get("error_occurred"):
+                    counts[name] = b.get("error_message", "error")
+                else:
+                    counts[name] = total / (b["iterations"] * b["commands"])
+    return counts
+
+base_instructions, new_instructions = instructions("base"), instructions("new")
+if new_instructions:
+    print()
+    print("Instructions per scenario command inside the timed loop (callgrind, one run per side; deterministic")
+    print("to about 0.1%, whatever the load):")
+    print()
+    print("| benchmark | base instructions/step | new instructions/step | new/base |")
+    print("|---|---|---|---|")
+    for name in sorted(new_instructions, key=lambda n: names.index(n) if n in names else len(names)):
+        b, n = base_instructions.get(name), new_instructions[name]
+        if isinstance(b, float) and isinstance(n, float):
+            print(f"| {name} | {fmt(b)} | {fmt(n)} | {n / b:.3f} |")
+        else:
+            print(f"| {name} | {b} | {n} | |")
 
 live = [n for n in names if n.startswith("BM_LiveTensors/") and n in base and n in new]
 if live:
