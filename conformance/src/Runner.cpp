@@ -38,7 +38,7 @@ struct Difference {
 /// Records at most this large have their host contents compared after every
 /// step; larger ones when the step names them and once after the last step,
 /// so that a step costs O(live objects + bytes it touches).
-constexpr size_t SmallRecordBytes = 4096;
+constexpr size_t SmallRecordBytes = 256;
 
 /// "12 34 ?? 56": \p count bytes from \p from; \p known says which bytes of
 /// \p bytes may be shown (the others print as ??).
