@@ -48,7 +48,7 @@ bool validDims(const std::vector<size_t> &dims, ElemKind kind) {
     if (d == 0 || __builtin_mul_overflow(n, d, &n))
       return false;
   }
-  return n <= (size_t(1) << 40);
+  return n <= MaxTensorBytes;
 }
 
 bool isAsync(CommandKind kind) {
@@ -131,10 +131,16 @@ void computeNode(const NetworkNode &node, ElemKind kind,
 } // namespace
 
 Model::Model(std::vector<DeviceSpec> devices, Capabilities capabilities)
-    : capabilities_(capabilities) {
+    : Model(std::move(devices), [&](const DeviceSpec &) {
+        return DeviceTraits{capabilities, 0};
+      }) {}
+
+Model::Model(std::vector<DeviceSpec> devices,
+             const std::function<DeviceTraits(const DeviceSpec &)> &traitsOf) {
   for (DeviceSpec &d : devices) {
     ModelDevice md;
     md.spec = d;
+    md.traits = traitsOf(d);
     devices_.emplace(d.name, std::move(md));
   }
 }
@@ -270,7 +276,7 @@ Outcome Model::allocate(const std::string &name, uint64_t bytes, Step &step) {
   if (auto code = strike(name, FaultSite::Allocation, step))
     return failWith(name, *code, step);
   ModelDevice &d = device(name);
-  if (d.spec.budget && d.used + bytes > d.spec.budget) {
+  if (d.budget() && bytes > d.budget() - d.used) {
     step.labels.push_back("out-of-memory");
     return Outcome::error(ErrorCode::OutOfMemory);
   }
@@ -503,8 +509,9 @@ Outcome Model::run(const Command &c, Step &step) {
     }
     if (r.state == ResidencyState::Device && r.device != dev) {
       step.labels.push_back("run-input-moved");
-      failure = capabilities_.residentTensors ? moveHere(id, dev, "", step)
-                                              : fetchToHost(id, true, step);
+      failure = device(dev).traits.capabilities.residentTensors
+                    ? moveHere(id, dev, "", step)
+                    : fetchToHost(id, true, step);
       if (failure != Outcome::ok())
         continue;
     }
@@ -591,7 +598,8 @@ Outcome Model::run(const Command &c, Step &step) {
       r.location.clear();
   }
   step.labels.push_back("run-succeeded");
-  if (!device(dev).spec.copyToHost && capabilities_.residentTensors) {
+  if (!device(dev).spec.copyToHost &&
+      device(dev).traits.capabilities.residentTensors) {
     step.labels.push_back("run-leaves-outputs-resident");
     return Outcome::ok();
   }
@@ -630,13 +638,15 @@ Outcome Model::ensureOutputs(const Command &c, Step &step) {
     Outcome e = Outcome::ok();
     if (r.state == ResidencyState::Lost) {
       e = Outcome::error(ErrorCode::DeviceLost);
+    } else if (isResident(r) &&
+               (t->offsetBytes != 0 || t->bytes() != r.bytes)) {
+      // Bringing it home is a from-device of the bound tensor: a partial
+      // view cannot move residency, Mirrored or not (§3).
+      e = Outcome::error(ErrorCode::InvalidArgument);
     } else if (r.state == ResidencyState::Mirrored) {
       releaseRecord(r);
     } else if (r.state == ResidencyState::Device) {
-      if (t->offsetBytes != 0 || t->bytes() != r.bytes)
-        e = Outcome::error(ErrorCode::InvalidArgument);
-      else
-        e = fetchToHost(t->record, true, step);
+      e = fetchToHost(t->record, true, step);
       if (e == Outcome::ok())
         step.labels.push_back("ensure-outputs-brings-back");
     }
@@ -763,7 +773,7 @@ ModelStep Model::apply(const Command &c) {
       o = Outcome::error(ErrorCode::InvalidArgument);
     else if (d.shutDown)
       o = Outcome::error(ErrorCode::DeviceLost);
-    else if (!capabilities_.residentTensors)
+    else if (!d.traits.capabilities.residentTensors)
       o = Outcome::error(ErrorCode::NotSupported);
     else
       o = moveHere(t.record, c.device, c.location, step);
@@ -871,7 +881,7 @@ ModelStep Model::apply(const Command &c) {
     shutdownDevice(c.device, step);
     break;
   case CommandKind::InjectFault:
-    if (!capabilities_.faultInjection)
+    if (!device(c.device).traits.capabilities.faultInjection)
       o = Outcome::error(ErrorCode::NotSupported);
     else if (device(c.device).shutDown)
       o = Outcome::error(ErrorCode::DeviceLost);
@@ -889,7 +899,7 @@ ModelStep Model::apply(const Command &c) {
       o = Outcome::error(ErrorCode::DeviceLost);
     else if (c.bytes == 0)
       o = Outcome::error(ErrorCode::InvalidArgument);
-    else if (!capabilities_.residentTensors)
+    else if (!d.traits.capabilities.residentTensors)
       o = Outcome::error(ErrorCode::NotSupported);
     else
       o = allocate(c.device, c.bytes, step);

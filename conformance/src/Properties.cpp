@@ -2,11 +2,13 @@
 #include "drt/conformance/Properties.h"
 
 #include "drt/BackendRegistry.h"
+#include "drt/conformance/Configuration.h"
 #include "drt/conformance/Runner.h"
 #include "drt/conformance/ScenarioText.h"
 
 #include <chrono>
 #include <fstream>
+#include <optional>
 
 namespace drt::conformance {
 
@@ -14,6 +16,8 @@ std::string PropertyResult::statusText() const {
   switch (status) {
   case Status::Passed:
     return "passed";
+  case Status::Incomplete:
+    return "passed, coverage incomplete";
   case Status::Failed:
     return "FAILED";
   case Status::Skipped:
@@ -69,7 +73,7 @@ std::vector<PropertyFamily> makeFamilies() {
   f.push_back({"view-sharing",
                "views share storage and residency with their owner",
                needsResident,
-               [](const std::string &, uint64_t) {
+               [] {
                  auto w = baseWeights();
                  w[K::View] = 8;
                  w[K::Read] = 8;
@@ -80,7 +84,7 @@ std::vector<PropertyFamily> makeFamilies() {
   f.push_back({"clone-independence",
                "a clone is independent of its source in data and residency",
                needsResident,
-               [](const std::string &, uint64_t) {
+               [] {
                  auto w = baseWeights();
                  w[K::Clone] = 8;
                  w[K::Write] = 5;
@@ -92,7 +96,7 @@ std::vector<PropertyFamily> makeFamilies() {
                "moves empty their source, move-assign releases the target "
                "once, self-move is a no-op",
                needsResident,
-               [](const std::string &, uint64_t) {
+               [] {
                  auto w = baseWeights();
                  w[K::MoveAssign] = 8;
                  w[K::MoveConstruct] = 5;
@@ -104,7 +108,7 @@ std::vector<PropertyFamily> makeFamilies() {
   f.push_back({"double-release",
                "releasing twice is a success that frees once",
                needsResident,
-               [](const std::string &, uint64_t) {
+               [] {
                  auto w = baseWeights();
                  w[K::DoubleRelease] = 8;
                  w[K::Release] = 5;
@@ -115,7 +119,7 @@ std::vector<PropertyFamily> makeFamilies() {
                "to-device / from-device keep and release, Mirrored reads and "
                "writes",
                needsResident,
-               [](const std::string &, uint64_t) {
+               [] {
                  auto w = baseWeights();
                  w[K::FromDevice] = 8;
                  w[K::Write] = 4;
@@ -127,7 +131,7 @@ std::vector<PropertyFamily> makeFamilies() {
                "the last reference of a resident record frees it exactly "
                "once; views keep records alive",
                needsResident,
-               [](const std::string &, uint64_t) {
+               [] {
                  auto w = baseWeights();
                  w[K::Destroy] = 8;
                  w[K::View] = 6;
@@ -144,7 +148,7 @@ std::vector<PropertyFamily> makeFamilies() {
                        "the backend does not enforce a memory budget");
                  return needsResident(c);
                },
-               [](const std::string &, uint64_t) {
+               [] {
                  auto w = baseWeights();
                  w[K::Alloc] = 5;
                  w[K::Free] = 4;
@@ -156,7 +160,7 @@ std::vector<PropertyFamily> makeFamilies() {
                "runs leave outputs resident; ensureOutputsAvailable brings "
                "them back; results are exact",
                needsResident,
-               [](const std::string &, uint64_t) {
+               [] {
                  std::map<CommandKind, int> w = {
                      {K::Create, 8},        {K::ToDevice, 4},
                      {K::FromDevice, 2},    {K::Read, 5},
@@ -173,7 +177,7 @@ std::vector<PropertyFamily> makeFamilies() {
                "views at an offset into resident tensors are run inputs in "
                "place; results are exact",
                needsResident,
-               [](const std::string &, uint64_t) {
+               [] {
                  std::map<CommandKind, int> w = {
                      {K::Create, 6},     {K::View, 6},         {K::ToDevice, 6},
                      {K::AddNetwork, 3}, {K::Run, 10},         {K::Read, 2},
@@ -191,7 +195,7 @@ std::vector<PropertyFamily> makeFamilies() {
                "with copyDeviceTensorsToHost a run leaves its outputs on "
                "host",
                [](const Capabilities &) { return std::string(); },
-               [](const std::string &, uint64_t) {
+               [] {
                  std::map<CommandKind, int> w = {
                      {K::Create, 8},     {K::ToDevice, 3}, {K::Read, 5},
                      {K::AddNetwork, 3}, {K::Run, 10},     {K::Destroy, 1}};
@@ -205,7 +209,7 @@ std::vector<PropertyFamily> makeFamilies() {
                "tensors move between two devices of one backend; runs move "
                "their inputs",
                needsResident,
-               [](const std::string &, uint64_t) {
+               [] {
                  auto w = baseWeights();
                  w[K::ToDevice] = 10;
                  w[K::AddNetwork] = 3;
@@ -225,7 +229,7 @@ std::vector<PropertyFamily> makeFamilies() {
                        "the backend does not declare fault injection");
                  return needsResident(c);
                },
-               [](const std::string &, uint64_t) {
+               [] {
                  auto w = baseWeights();
                  w[K::InjectFault] = 6;
                  w[K::FromDevice] = 9;
@@ -249,7 +253,7 @@ std::vector<PropertyFamily> makeFamilies() {
                                       "loss");
                  return needsResident(c);
                },
-               [](const std::string &, uint64_t) {
+               [] {
                  auto w = baseWeights();
                  w[K::Shutdown] = 3;
                  w[K::Refill] = 6;
@@ -269,7 +273,7 @@ std::vector<PropertyFamily> makeFamilies() {
                                       "asynchronous completion");
                  return needsResident(c);
                },
-               [](const std::string &backend, uint64_t seed) {
+               [] {
                  auto w = baseWeights();
                  w[K::AddNetwork] = 3;
                  w[K::Run] = 8;
@@ -277,18 +281,13 @@ std::vector<PropertyFamily> makeFamilies() {
                  GeneratorProfile p = oneDevice(w);
                  p.shapes = {{4}};
                  p.devices.push_back(device("d1"));
-                 if (backend == "fake")
-                   for (DeviceSpec &d : p.devices) {
-                     d.parameters["async"] = "1";
-                     d.parameters["seed"] = std::to_string(seed % 1000 + 1);
-                   }
                  return p;
                },
                {"from-device@Device", "run-succeeded"}});
   f.push_back({"mixed",
                "every command, weighted towards deep residency states",
                needsResident,
-               [](const std::string &, uint64_t) {
+               [] {
                  auto w = baseWeights();
                  w[K::DoubleRelease] = 1;
                  w[K::Refill] = 1;
@@ -328,75 +327,74 @@ bool reached(const std::map<std::string, int> &labels,
   return it != labels.end() && it->first.rfind(prefix, 0) == 0;
 }
 
-} // namespace
-
-const std::vector<PropertyFamily> &propertyFamilies() {
-  static const std::vector<PropertyFamily> families = makeFamilies();
-  return families;
-}
-
 /// Further batches of cases a property runs while a key state is missing.
 constexpr int CoverageBatches = 3;
 
-PropertyResult runProperty(const PropertyFamily &family,
-                           const PropertyOptions &options) {
+/// One configuration while a family runs in it.
+struct Row {
   PropertyResult result;
-  result.name = family.name;
-  result.backend = options.backend;
-  result.seed = familySeed(options.seed, family.name, options.shardIndex);
-  auto started = std::chrono::steady_clock::now();
-  auto finish = [&]() -> PropertyResult {
-    result.seconds = std::chrono::duration<double>(
-                         std::chrono::steady_clock::now() - started)
-                         .count();
-    return result;
-  };
-
-  std::vector<std::string> backends = {options.backend};
-  if (!options.against.empty())
-    backends.push_back(options.against);
-  Capabilities caps;
-  for (size_t i = 0; i < backends.size(); ++i) {
-    const BackendInfo *info = BackendRegistry::instance().find(backends[i]);
-    if (!info) {
-      result.status = PropertyResult::Status::Failed;
-      result.reason = "unknown backend '" + backends[i] + "'";
-      return finish();
-    }
-    if (std::string why = family.skipReason(info->capabilities); !why.empty()) {
-      result.status = PropertyResult::Status::Skipped;
-      result.reason = (i ? backends[i] + ": " : "") + why;
-      return finish();
-    }
-    if (i == 0)
-      caps = info->capabilities;
-  }
-
-  int cases = options.cases / options.shardCount +
-              (options.shardIndex < options.cases % options.shardCount ? 1 : 0);
-  if (cases == 0) {
-    result.status = PropertyResult::Status::Skipped;
-    result.reason = "no cases in this shard";
-    return finish();
-  }
-  GeneratorProfile profile = family.profile(options.backend, result.seed);
-
+  Capabilities capabilities;
+  /// Cases per batch; 0 when the row does not run.
+  int cases = 0;
   bool failing = false;
   std::optional<Scenario> minimal;
   std::string minimalFailure;
+  /// The seed of the last batch's cases.
+  uint64_t caseSeed = 0;
+  /// rapidcheck's verdict on the last batch.
+  std::optional<rc::detail::TestResult> outcome;
+  QuietListener listener;
+};
+
+/// The parameters a row's devices get: the configuration's and, for each
+/// declared parameter that seeds the backend's own randomness and that the
+/// configuration leaves alone, one derived from the row's seed.
+ParameterMap rowParameters(const BackendInfo &info,
+                           const ParameterMap &configuration, uint64_t seed) {
+  ParameterMap out = configuration;
+  for (const BackendParameter &p : info.parameters)
+    if (p.seedsRandomness && !out.count(p.name))
+      out[p.name] = std::to_string(seed % 1000 + 1);
+  return out;
+}
+
+/// A parameter \p configuration sets, beyond the \p fixed ones, whose
+/// scope is several devices side by side; "" when there is none.
+std::string severalDevicesParameter(const BackendInfo &info,
+                                    const ParameterMap &configuration,
+                                    const ParameterMap &fixed) {
+  for (const BackendParameter &p : info.parameters)
+    if (p.scope == BackendParameter::Scope::SeveralDevices &&
+        configuration.count(p.name) && !fixed.count(p.name))
+      return p.name;
+  return "";
+}
+
+/// Runs one batch of \p row's cases under \p seed, adding what they reached
+/// to the row.
+void runBatch(Row &row, const PropertyFamily &family,
+              const PropertyOptions &options, const GeneratorProfile &profile,
+              uint64_t seed) {
+  auto started = std::chrono::steady_clock::now();
+  PropertyResult &result = row.result;
   auto property = [&]() {
     // Sizes run from half of maxSteps to maxSteps, so every case is deep
     // enough to reach nested states.
     Scenario s = *rc::gen::withSize([&](int size) {
       return rc::gen::resize(options.maxSteps / 2 + size / 2,
-                             genScenario(profile, caps));
+                             genScenario(profile, row.capabilities));
     });
-    s = annotateExpectations(s, options.backend);
+    Scenario configured = annotateExpectations(
+        configureScenario(s, options.backend, result.parameters),
+        options.backend);
+    // What is printed is the scenario itself; its configuration goes on the
+    // replay command line.
+    s.commands = configured.commands;
     RunOptions run;
     run.backend = options.backend;
     run.against = options.against;
-    RunResult r = runScenario(s, run);
-    if (!failing) {
+    RunResult r = runScenario(configured, run);
+    if (!row.failing) {
       ++result.cases;
       result.steps += r.steps;
       for (const auto &[label, n] : r.labels)
@@ -406,110 +404,291 @@ PropertyResult runProperty(const PropertyFamily &family,
     }
     if (r.passed())
       return;
-    failing = true;
+    row.failing = true;
     std::string why =
         r.setupError.empty() ? r.divergence->toString() : r.setupError;
-    if (!minimal || s.commands.size() <= minimal->commands.size()) {
-      minimal = s;
-      minimalFailure = why;
+    if (!row.minimal || s.commands.size() <= row.minimal->commands.size()) {
+      row.minimal = s;
+      row.minimalFailure = why;
     }
     RC_FAIL(why);
-  };
-
-  auto missingKeyState = [&]() -> std::optional<std::string> {
-    for (const std::string &key : family.keyLabels)
-      if (!reached(result.labels, key))
-        return key;
-    return std::nullopt;
   };
   rc::detail::TestMetadata metadata;
   metadata.id = family.name;
   metadata.description = family.description;
-  QuietListener listener;
-  std::optional<rc::detail::TestResult> found;
+  rc::detail::TestParams params;
+  params.seed = row.caseSeed = seed;
+  params.maxSuccess = row.cases;
+  params.maxSize = options.maxSteps;
+  params.maxDiscardRatio = 20;
+  row.outcome = rc::detail::checkProperty(rc::detail::toProperty(property),
+                                          metadata, params, row.listener);
+  result.seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started)
+          .count();
+}
+
+/// Settles a row after its batches: a generator problem or a failing case
+/// makes it fail, the latter with its minimal scenario written to a file.
+void finishRow(Row &row, const PropertyFamily &family,
+               const PropertyOptions &options) {
+  PropertyResult &result = row.result;
+  result.shrinksTried = row.listener.tried;
+  result.shrinksAccepted = row.listener.accepted_;
+  if (row.outcome->is<rc::detail::GaveUpResult>()) {
+    result.status = PropertyResult::Status::Failed;
+    result.reason = "gave up generating scenarios: " +
+                    row.outcome->get<rc::detail::GaveUpResult>().description;
+    return;
+  }
+  if (row.outcome->is<rc::detail::Error>()) {
+    result.status = PropertyResult::Status::Failed;
+    result.reason =
+        "generator error: " + row.outcome->get<rc::detail::Error>().description;
+    return;
+  }
+  if (!row.minimal)
+    return;
+  result.status = PropertyResult::Status::Failed;
+  result.reason = row.minimalFailure;
+  result.minimalScenario = printScenario(*row.minimal);
+  result.minimalLength = row.minimal->commands.size();
+  std::string dir =
+      options.failureDirectory.empty() ? "." : options.failureDirectory;
+  std::string configuration =
+      result.configuration == "default" ? "" : "-" + result.configuration;
+  result.scenarioFile = dir + "/" + family.name + "-" + options.backend +
+                        configuration + "-" + std::to_string(options.seed) +
+                        ".scn";
+  for (size_t i = dir.size() + 1; i < result.scenarioFile.size(); ++i)
+    if (result.scenarioFile[i] == ':' || result.scenarioFile[i] == ' ')
+      result.scenarioFile[i] = result.scenarioFile[i] == ':' ? '_' : '-';
+  result.replayCommand =
+      "drt-replay " + result.scenarioFile + " --backend " + options.backend +
+      (options.against.empty() ? "" : " --against " + options.against) +
+      parameterOptions(result.parameters);
+  std::ofstream out(result.scenarioFile);
+  out << "# minimal failing scenario of property '" << family.name
+      << "' on backend '" << options.backend << "' in configuration "
+      << result.configuration << ", seed " << options.seed << " (case seed "
+      << row.caseSeed << ")\n# replay: " << result.replayCommand << "\n";
+  std::string text = row.minimalFailure;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t nl = text.find('\n', pos);
+    out << "# " << text.substr(pos, nl - pos) << "\n";
+    pos = nl == std::string::npos ? text.size() : nl + 1;
+  }
+  out << result.minimalScenario;
+}
+
+} // namespace
+
+const std::vector<PropertyFamily> &propertyFamilies() {
+  static const std::vector<PropertyFamily> families = makeFamilies();
+  return families;
+}
+
+uint64_t configurationSeed(uint64_t seed, const std::string &family,
+                           const ParameterMap &configuration, int shard) {
+  if (configuration.empty())
+    return familySeed(seed, family, shard);
+  return familySeed(seed, family + " " + configurationName(configuration),
+                    shard);
+}
+
+PropertyResult runProperty(const PropertyFamily &family,
+                           const PropertyOptions &options) {
+  return runPropertyInConfigurations(family, options, {options.parameters})
+      .front();
+}
+
+std::vector<PropertyResult>
+runPropertyInConfigurations(const PropertyFamily &family,
+                            const PropertyOptions &options,
+                            const std::vector<ParameterMap> &configurations) {
+  BackendRegistry &registry = BackendRegistry::instance();
+  std::vector<Row> rows(configurations.size());
+  auto results = [&] {
+    std::vector<PropertyResult> out;
+    for (Row &row : rows)
+      out.push_back(std::move(row.result));
+    return out;
+  };
+
+  // The partner runs in its default configuration whatever this one is.
+  std::optional<Capabilities> partner;
+  std::string partnerProblem;
+  if (!options.against.empty()) {
+    auto caps = registry.capabilitiesFor(options.against, {});
+    if (caps)
+      partner = *caps;
+    else
+      partnerProblem = caps.takeError().message();
+  }
+  const BackendInfo *info = registry.find(options.backend);
+  GeneratorProfile profile = family.profile();
+  ParameterMap fixed =
+      BackendRegistry::parametersFor(options.backend, options.parameters);
+  std::vector<Row *> runnable;
+  for (size_t i = 0; i < configurations.size(); ++i) {
+    Row &row = rows[i];
+    PropertyResult &r = row.result;
+    r.name = family.name;
+    r.backend = options.backend;
+    r.configuration = configurationName(configurations[i]);
+    r.seed = configurationSeed(options.seed, family.name, configurations[i],
+                               options.shardIndex);
+    auto caps = registry.capabilitiesFor(options.backend, configurations[i]);
+    if (!caps || !partnerProblem.empty()) {
+      r.status = PropertyResult::Status::Failed;
+      r.reason = caps ? partnerProblem : caps.takeError().message();
+      continue;
+    }
+    // capabilitiesFor found the backend, so info is set.
+    r.parameters = rowParameters(*info, configurations[i], r.seed);
+    row.capabilities = *caps;
+    if (std::string why = family.skipReason(*caps); !why.empty()) {
+      r.status = PropertyResult::Status::Skipped;
+      r.reason = why;
+      continue;
+    }
+    if (std::string name =
+            severalDevicesParameter(*info, configurations[i], fixed);
+        !name.empty() && profile.devices.size() < 2) {
+      r.status = PropertyResult::Status::Skipped;
+      r.reason = "parameter '" + name +
+                 "' matters only with several devices; the family's "
+                 "scenarios have one";
+      continue;
+    }
+    if (partner)
+      if (std::string differ = outcomeChangingDifference(*caps, *partner);
+          !differ.empty()) {
+        r.status = PropertyResult::Status::Skipped;
+        r.reason = "the partner '" + options.against +
+                   "' in its default configuration differs in " + differ +
+                   ", which changes outcomes";
+        continue;
+      }
+    runnable.push_back(&row);
+  }
+
+  // This shard's cases, spread over the configurations that run.
+  int cases = options.cases / options.shardCount +
+              (options.shardIndex < options.cases % options.shardCount ? 1 : 0);
+  std::vector<Row *> active;
+  for (size_t k = 0; k < runnable.size(); ++k) {
+    Row &row = *runnable[k];
+    int n = int(runnable.size());
+    row.cases = cases / n + (int(k) < cases % n ? 1 : 0);
+    if (row.cases > 0) {
+      active.push_back(&row);
+      continue;
+    }
+    row.result.status = PropertyResult::Status::Skipped;
+    row.result.reason = cases == 0
+                            ? "no cases in this shard"
+                            : std::to_string(cases) + " case(s) over " +
+                                  std::to_string(n) +
+                                  " configurations leave none for this one";
+  }
+  if (active.empty())
+    return results();
+
+  auto allLabels = [&] {
+    std::map<std::string, int> all;
+    for (const Row *row : active)
+      for (const auto &[label, n] : row->result.labels)
+        all[label] += n;
+    return all;
+  };
+  auto missingKeyState = [&]() -> std::optional<std::string> {
+    std::map<std::string, int> all = allLabels();
+    for (const std::string &key : family.keyLabels)
+      if (!reached(all, key))
+        return key;
+    return std::nullopt;
+  };
   // A batch that passes without reaching every key state is followed by
   // more batches under derived seeds, so that coverage does not hinge on
   // one seed; a single shard sees only part of the cases and runs one.
   int batches = options.shardCount > 1 ? 1 : 1 + CoverageBatches;
-  uint64_t caseSeed = result.seed;
   for (int batch = 0; batch < batches; ++batch) {
-    rc::detail::TestParams params;
-    params.seed = caseSeed =
-        result.seed + uint64_t(batch) * 0x9e3779b97f4a7c15ull;
-    params.maxSuccess = cases;
-    params.maxSize = options.maxSteps;
-    params.maxDiscardRatio = 20;
-    found = rc::detail::checkProperty(rc::detail::toProperty(property),
-                                      metadata, params, listener);
-    if (failing || !found->is<rc::detail::SuccessResult>() ||
-        !missingKeyState())
+    bool stop = false;
+    for (size_t k = 0; k < active.size(); ++k) {
+      Row *row = active[k];
+      runBatch(*row, family, options, profile,
+               row->result.seed + uint64_t(batch) * 0x9e3779b97f4a7c15ull);
+      stop = stop || row->failing ||
+             !row->outcome->is<rc::detail::SuccessResult>();
+      if (stop && options.failFast) {
+        // Rows that ran in an earlier batch keep what they found.
+        std::vector<Row *> ran(active.begin(), active.begin() + k + 1);
+        for (Row *rest :
+             std::vector<Row *>(active.begin() + k + 1, active.end())) {
+          if (rest->outcome) {
+            ran.push_back(rest);
+            continue;
+          }
+          rest->result.status = PropertyResult::Status::Skipped;
+          rest->result.reason = "not run: --fail-fast stopped at the "
+                                "failure in configuration " +
+                                row->result.configuration;
+        }
+        active = std::move(ran);
+        break;
+      }
+    }
+    if (stop || !missingKeyState())
       break;
   }
-  const rc::detail::TestResult &outcome = *found;
-  result.shrinksTried = listener.tried;
-  result.shrinksAccepted = listener.accepted_;
+  bool failed = false;
+  int ran = 0;
+  for (Row *row : active) {
+    finishRow(*row, family, options);
+    failed = failed || row->result.status == PropertyResult::Status::Failed;
+    ran += row->result.cases;
+  }
+  if (failed)
+    return results();
 
-  if (outcome.is<rc::detail::GaveUpResult>()) {
-    result.status = PropertyResult::Status::Failed;
-    result.reason = "gave up generating scenarios: " +
-                    outcome.get<rc::detail::GaveUpResult>().description;
-    return finish();
-  }
-  if (outcome.is<rc::detail::Error>()) {
-    result.status = PropertyResult::Status::Failed;
-    result.reason =
-        "generator error: " + outcome.get<rc::detail::Error>().description;
-    return finish();
-  }
-  if (minimal) {
-    result.status = PropertyResult::Status::Failed;
-    result.reason = minimalFailure;
-    result.minimalScenario = printScenario(*minimal);
-    result.minimalLength = minimal->commands.size();
-    std::string dir =
-        options.failureDirectory.empty() ? "." : options.failureDirectory;
-    result.scenarioFile = dir + "/" + family.name + "-" + options.backend +
-                          "-" + std::to_string(options.seed) + ".scn";
-    for (char &c : result.scenarioFile)
-      if (c == ':')
-        c = '_';
-    std::ofstream out(result.scenarioFile);
-    out << "# minimal failing scenario of property '" << family.name
-        << "' on backend '" << options.backend << "', seed " << options.seed
-        << " (case seed " << caseSeed << ")\n";
-    std::string text = minimalFailure;
-    size_t pos = 0;
-    while (pos < text.size()) {
-      size_t nl = text.find('\n', pos);
-      out << "# " << text.substr(pos, nl - pos) << "\n";
-      pos = nl == std::string::npos ? text.size() : nl + 1;
-    }
-    out << result.minimalScenario;
-    result.replayCommand =
-        "drt-replay " + result.scenarioFile + " --backend " + options.backend +
-        (options.against.empty() ? "" : " --against " + options.against);
-    return finish();
-  }
+  std::string over =
+      active.size() > 1
+          ? " in " + std::to_string(active.size()) + " configurations"
+          : "";
+  std::map<std::string, int> all = allLabels();
   for (const std::string &key : family.keyLabels) {
-    if (reached(result.labels, key))
+    if (reached(all, key))
       continue;
-    if (options.shardCount > 1) {
-      // One shard sees a part of the cases: coverage is judged over all.
-      result.reason += (result.reason.empty() ? "" : ", ") +
-                       std::string("key state '") + key +
-                       "' not reached in this shard";
-      continue;
+    for (Row *row : active) {
+      PropertyResult &r = row->result;
+      if (options.shardCount > 1) {
+        // One shard sees a part of the cases: coverage is judged over all.
+        r.reason += (r.reason.empty() ? "" : ", ") +
+                    std::string("key state '") + key +
+                    "' not reached in this shard";
+      } else if (options.cases < CasesForCoverage) {
+        r.status = PropertyResult::Status::Incomplete;
+        r.reason = "key state '" + key + "' not reached in " +
+                   std::to_string(ran) + " case(s)" + over +
+                   "; fewer cases were asked for than the " +
+                   std::to_string(CasesForCoverage) + " coverage needs";
+      } else {
+        r.status = PropertyResult::Status::Failed;
+        r.reason = "its " + std::to_string(ran) + " cases" + over +
+                   " never reached the key state '" + key +
+                   "' (a vacuous pass is a failure)";
+      }
     }
-    result.status = PropertyResult::Status::Failed;
-    result.reason = "its " + std::to_string(result.cases) +
-                    " cases never reached the key state '" + key +
-                    "' (a vacuous pass is a failure)";
-    return finish();
+    if (options.shardCount == 1)
+      return results();
   }
-  if (result.cases > cases)
-    result.reason =
-        "key states reached after " + std::to_string(result.cases) + " cases";
-  return finish();
+  if (ran > cases)
+    for (Row *row : active)
+      row->result.reason =
+          "key states reached after " + std::to_string(ran) + " cases" + over;
+  return results();
 }
 
 } // namespace drt::conformance

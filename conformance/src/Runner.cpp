@@ -4,6 +4,7 @@
 #include "drt/BackendRegistry.h"
 #include "drt/HostManager.h"
 #include "drt/Violation.h"
+#include "drt/conformance/Configuration.h"
 #include "drt/conformance/Model.h"
 #include "drt/conformance/ScenarioText.h"
 
@@ -831,7 +832,9 @@ std::vector<Command> finalReadBack(const Model &model) {
 Scenario annotateExpectations(const Scenario &scenario,
                               const std::string &backend) {
   Scenario out = scenario;
-  Model model(scenario.devices, capabilitiesOf(backend));
+  Model model(scenario.devices, [&](const DeviceSpec &spec) {
+    return probedDeviceTraits(backend, spec);
+  });
   for (Command &c : out.commands)
     c.expect = model.apply(c).outcome;
   return out;
@@ -855,7 +858,10 @@ RunResult runScenario(const Scenario &scenario, const RunOptions &options) {
       result.setupError = e;
       return result;
     }
-  Model model(scenario.devices, sessions.front()->capabilities());
+  Model model(scenario.devices, [&](const DeviceSpec &spec) {
+    DeviceManager &d = sessions.front()->device(spec.name);
+    return DeviceTraits{d.capabilities(), d.maximumMemory()};
+  });
   auto diverge = [&](size_t step, const std::string &command,
                      const std::string &backend, const Difference &d) {
     result.divergence =

@@ -11,6 +11,12 @@
 
 namespace drt {
 
+/// The largest tensor type drt accepts, in bytes (docs/semantics.md §1):
+/// Tensor::create refuses a larger type and the constructor reports it as an
+/// invalid-tensor-type violation. Far below any size computation's overflow,
+/// far above any device drt targets.
+inline constexpr size_t MaxTensorBytes = size_t(1) << 46;
+
 /// The element kinds a tensor can hold.
 enum class ElemKind { Float32, Int32, Int64, UInt8 };
 
