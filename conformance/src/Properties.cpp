@@ -216,6 +216,11 @@ std::vector<PropertyFamily> makeFamilies() {
                  w[K::Run] = 6;
                  GeneratorProfile p = oneDevice(w);
                  p.shapes = {{4}};
+                 // One element kind, so that most tensors fit a network and
+                 // a run finds an input resident on the other device often
+                 // enough for the key states (its cases are spread over the
+                 // configurations).
+                 p.elemKinds = {ElemKind::Float32};
                  p.devices.push_back(device("d1"));
                  return p;
                },
