@@ -26,11 +26,12 @@ const char *Usage =
     "                  [--param KEY=VALUE]... [--trace]\n"
     "Runs the scenario in FILE on backend NAME and compares it with the\n"
     "reference model after every step; exits 0 when it passes, 1 on a\n"
-    "divergence, 2 on a usage, parse or setup error. --against runs a second\n"
-    "backend in lockstep, in its default configuration. --param sets a\n"
-    "parameter of the backend under test on every device the scenario\n"
-    "declares (drt-conformance --list shows each backend's parameters).\n"
-    "--trace prints every step with its observations.\n";
+    "divergence, 2 on a usage, parse or setup error, 3 on an unexpected\n"
+    "exception. --against runs a second backend in lockstep, in its default\n"
+    "configuration. --param sets a parameter of the backend under test on\n"
+    "every device the scenario declares (drt-conformance --list shows each\n"
+    "backend's parameters). --trace prints every step with its\n"
+    "observations.\n";
 
 std::string registeredBackends() {
   std::string out;
