@@ -148,7 +148,7 @@ std::optional<GeneratorSetup> generatorSetup(const std::string &backend,
             skip;
       return std::nullopt;
     }
-    return GeneratorSetup{family.profile(backend, 1), info->capabilities};
+    return GeneratorSetup{family.profile(), info->capabilities};
   }
   why = "no property family named '" + std::string(RepresentativeFamily) + "'";
   return std::nullopt;
