@@ -236,15 +236,20 @@ std::vector<PropertyFamily> makeFamilies() {
                },
                [] {
                  auto w = baseWeights();
-                 w[K::InjectFault] = 6;
-                 w[K::FromDevice] = 9;
+                 // A failed read-back needs a planned from-device fault and
+                 // a Device tensor to read back before a DeviceLost ends the
+                 // case: plan and transfer often, lose the device less.
+                 w[K::InjectFault] = 8;
+                 w[K::FromDevice] = 12;
+                 w[K::ToDevice] = 12;
+                 w[K::Read] = 2;
                  w[K::AddNetwork] = 2;
                  w[K::Run] = 6;
                  w[K::Refill] = 2;
                  GeneratorProfile p = oneDevice(w);
                  p.shapes = {{4}};
-                 p.faultCodes = {ErrorCode::DeviceError, ErrorCode::OutOfMemory,
-                                 ErrorCode::DeviceLost};
+                 p.faultCodes = {ErrorCode::DeviceError, ErrorCode::DeviceError,
+                                 ErrorCode::OutOfMemory, ErrorCode::DeviceLost};
                  return p;
                },
                {"fault-failed-to-device", "fault-failed-from-device",
