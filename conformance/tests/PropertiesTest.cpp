@@ -208,15 +208,16 @@ TEST(Properties, ThePartnerRunsInItsDefaultConfiguration) {
                             "outcomes");
 }
 
-TEST(Properties, AParameterOfSeveralDevicesIsTestedWhereThereAreSeveral) {
-  // The fake device's alignment, declared here as mattering only with
-  // several devices, to see the sweep honour a parameter's scope.
+TEST(Properties, AParameterOfMovesBetweenDevicesIsTestedWhereTheyMove) {
+  // The fake device's alignment, declared here as mattering only where
+  // tensors move between devices, to see the sweep honour a parameter's
+  // scope.
   BackendInfo info = fake::fakeBackendInfo();
   info.name = "scoped-fake";
   info.testOnly = true;
   for (BackendParameter &p : info.parameters)
     if (p.name == "alignment")
-      p.scope = BackendParameter::Scope::SeveralDevices;
+      p.scope = BackendParameter::Scope::BetweenDevices;
   BackendRegistry::instance().add(info);
   // Key states every case reaches, so that no coverage round adds cases.
   PropertyFamily viewSharing = family("view-sharing");
@@ -229,8 +230,9 @@ TEST(Properties, AParameterOfSeveralDevicesIsTestedWhereThereAreSeveral) {
   std::vector<PropertyResult> one =
       runPropertyInConfigurations(viewSharing, options, configurations);
   EXPECT_EQ(one[1].status, PropertyResult::Status::Skipped);
-  EXPECT_EQ(one[1].reason, "parameter 'alignment' matters only with several "
-                           "devices; the family's scenarios have one");
+  EXPECT_EQ(one[1].reason, "parameter 'alignment' matters only where tensors "
+                           "move between devices, which this family is not "
+                           "about");
   EXPECT_EQ(one[0].cases, 4);
   std::vector<PropertyResult> two =
       runPropertyInConfigurations(crossDevice, options, configurations);

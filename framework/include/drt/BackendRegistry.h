@@ -69,12 +69,15 @@ struct BackendParameter {
   enum class Scope {
     /// Any scenario.
     EveryScenario,
-    /// Only scenarios with several devices of the backend side by side
-    /// (how its managers share a context, a pool, a driver).
-    SeveralDevices,
+    /// Only scenarios that move tensors between devices of the backend
+    /// working side by side (how its managers share a context, a pool, a
+    /// driver).
+    BetweenDevices,
   };
   /// A conformance run tests a configuration that sets this parameter only
-  /// in the property families whose scenarios are in its scope.
+  /// in the property families whose scenarios are in its scope, so that a
+  /// parameter costly to test (a context of its own per manager) costs only
+  /// where it can matter.
   Scope scope = Scope::EveryScenario;
 
   /// A Boolean parameter tested with both values (the default first).

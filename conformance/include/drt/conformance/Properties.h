@@ -39,6 +39,11 @@ struct PropertyFamily {
   /// Coverage label prefixes the family's runs must all reach; a family that
   /// never reaches one fails instead of passing vacuously.
   std::vector<std::string> keyLabels;
+  /// The family is about moving tensors between devices of one backend:
+  /// the configurations that set a parameter of scope
+  /// BackendParameter::Scope::BetweenDevices run in it, and only in such
+  /// families.
+  bool aboutMovesBetweenDevices = false;
   /// Steps of each case (0: the run's --max-steps), and the fewest cases a
   /// time-budgeted run makes (0: the run's minCases).
   size_t steps = 0;
@@ -138,8 +143,9 @@ PropertyResult runProperty(const PropertyFamily &family,
 /// includes the fixed options.parameters) and returns one result per
 /// configuration, in order. A configuration is skipped, with the reason,
 /// when its capabilities do not allow the family; when it sets a parameter
-/// (not a fixed one) whose scope is several devices and the family's
-/// scenarios have one; or, in differential mode, when its capabilities
+/// (not a fixed one) whose scope is moves between devices and the family
+/// is not about them; or, in differential mode, when
+/// its capabilities
 /// differ from the partner's default configuration in a way that changes
 /// outcomes. The options.cases cases are spread evenly over the others, so
 /// a sweep costs about what one configuration does, and coverage is judged
