@@ -222,7 +222,7 @@ for ((index = 0; index < ${#counted[@]}; ++index)); do
   done
 done
 
-cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
+cpu=$(sed -n 's/^model name[[:space:]]*: //p; T; q' /proc/cpuinfo)
 NEW_LABEL=$new_label BASE_LABEL=$base_label CPU="$(nproc) cores, $cpu" \
   LOAD="$load_before before, $load_after after" \
   python3 - "$out" "$reps" "$memory_reps" "$memory_sizes" <<'EOF' >"$out/summary.md"

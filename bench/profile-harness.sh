@@ -7,7 +7,7 @@
 # inclusive and by self cost. Uses perf (sampling the cpu-clock) when the
 # machine lets perf count instructions, else valgrind's callgrind
 # (instructions executed, about 50 times slower, collected inside the
-# benchmark function only).
+# benchmark's timed loop only: ScenarioBench.cpp's timedIteration).
 #
 # Environment:
 #   TOP       functions per table (default 25)
@@ -70,17 +70,19 @@ cmake --build "$root/build/default" -j 2 --target drt-bench-harness \
   >"$out/build.log" 2>&1 || die "building failed; see $out/build.log"
 bench=$root/build/default/bench/drt-bench-harness
 filter="^$benchmark(/process_time)?(/real_time)?\$"
-"$bench" --benchmark_list_tests --benchmark_filter="$filter" | grep -q . ||
-  die "drt-bench-harness has no benchmark '$benchmark'"
+listed=$("$bench" --benchmark_list_tests --benchmark_filter="$filter") ||
+  die "drt-bench-harness does not start"
+[[ -n $listed ]] || die "drt-bench-harness has no benchmark '$benchmark'"
 
-# Prints the first $top rows of a table on stdin, cut to $width columns.
+# Prints the first $top rows of a table on stdin, cut to $width columns;
+# reads all of it, so that the writer never fails on a closed pipe.
 first_rows() {
-  head -n "$top" | cut -c "1-$width"
+  awk -v rows="$top" 'NR <= rows' | cut -c "1-$width"
 }
 
 echo "$program: profiling $benchmark with $profiler; output in $out" >&2
 if [[ $profiler == perf ]]; then
-  perf record -q -e cpu-clock -g -o "$out/perf.data" -- "$bench" \
+  perf record -q -e cpu-clock --call-graph dwarf -o "$out/perf.data" -- "$bench" \
     --benchmark_filter="$filter" >"$out/bench.txt" 2>"$out/perf-record.log" ||
     die "perf record failed; see $out/perf-record.log"
   report() {
@@ -96,9 +98,9 @@ if [[ $profiler == perf ]]; then
   report --no-children | first_rows
 else
   # One iteration is plenty under callgrind; cost is counted inside the
-  # benchmark function only, so start-up and the other benchmarks stay out.
+  # timed loop only, so start-up and the benchmark's set-up stay out.
   valgrind --tool=callgrind --callgrind-out-file="$out/callgrind.out" \
-    --toggle-collect="*::$function_name(*" "$bench" --benchmark_filter="$filter" \
+    --toggle-collect='*timedIteration*' "$bench" --benchmark_filter="$filter" \
     --benchmark_min_time=0.001 >"$out/bench.txt" 2>"$out/valgrind.log" ||
     die "valgrind failed; see $out/valgrind.log"
   # The function table of callgrind_annotate: the rows after the header
@@ -111,8 +113,8 @@ else
     awk '/PROGRAM TOTALS/ { print $1 }')
   echo "## $benchmark: top $top functions by inclusive cost (callgrind, instructions; total $total)"
   echo
-  # Rows of the whole total are the callers of the benchmark (main, the
-  # benchmark library) and the benchmark function itself: left out.
+  # Rows of the whole total are the callers of the timed work (main, the
+  # benchmark library, the benchmark function): left out.
   annotate --inclusive=yes | awk -v total="$total" '$1 != total' | first_rows
   echo
   echo "## $benchmark: top $top functions by self cost (callgrind, instructions)"
