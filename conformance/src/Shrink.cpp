@@ -94,6 +94,13 @@ std::vector<Command> simplerCommands(const Command &c) {
       with([](Command &s) { s.elemKind = ElemKind::Float32; });
     break;
   }
+  case CommandKind::Run:
+    // One binding fewer: a binding of a placeholder that removing nodes
+    // left the network without still names its tensor, which then cannot
+    // be removed.
+    for (size_t i = 0; i < c.bindings.size(); ++i)
+      with([i](Command &s) { s.bindings.erase(s.bindings.begin() + i); });
+    break;
   case CommandKind::InjectFault:
     if (c.fault.nth > 1)
       with([](Command &s) { s.fault.nth = 1; });
