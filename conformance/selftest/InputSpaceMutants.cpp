@@ -132,8 +132,9 @@ using RunValues = std::map<std::string, std::vector<uint8_t>>;
 /// A fake device whose runs compute differently. The real device runs the
 /// function (its bounds checks and counters), then the mutant computes it
 /// again from the placeholders' bytes as they were before the run, node by
-/// node in evaluationOrder() with computeNode(), and writes the outputs over
-/// the real ones. The defaults compute what the contract says (with the
+/// node in evaluationOrder(), each over elementsComputed() elements with
+/// mutatedElement() where it applies, and writes the outputs over the real
+/// ones. The defaults compute what the contract says (with the
 /// reference model's arithmetic), so a mutant overrides the one thing its
 /// bug changes.
 class RecomputingDevice : public PlansFaultsItself {
@@ -167,8 +168,8 @@ protected:
     return false;
   }
   /// Computes node \p index of \p function over \p values.
-  virtual void computeNode(const Function &function, size_t index,
-                           RunValues &values) const {
+  void computeNode(const Function &function, size_t index,
+                   RunValues &values) const {
     const Node &node = function.nodes()[index];
     const Type &type = function.findPlaceholder(node.output)->type;
     size_t size = elemSize(type.kind);
@@ -198,15 +199,14 @@ protected:
                     bytes.size());
       (*values)[p.name] = std::move(bytes);
     }
-    FakeDevice::execute(
-        function, arguments,
-        [this, &function, arguments, values, done](Error e) {
-          if (e)
-            return done(std::move(e));
-          for (size_t index : evaluationOrder(function))
-            computeNode(function, index, *values);
-          writeOutputs(function, arguments, *values, done);
-        });
+    FakeDevice::execute(function, arguments,
+                        [this, &function, arguments, values, done](Error e) {
+                          if (e)
+                            return done(std::move(e));
+                          for (size_t index : evaluationOrder(function))
+                            computeNode(function, index, *values);
+                          writeOutputs(function, arguments, *values, done);
+                        });
   }
 
 private:
@@ -247,18 +247,17 @@ private:
         ++ownWrites_;
         ownBytes_ += buffer.size();
       }
-      FakeDevice::copyToDevice(targets[i], buffer.data(), buffer.size(),
-                               [writes](Error e) {
-                                 std::unique_lock<std::mutex> lock(
-                                     writes->mutex);
-                                 if (e && !writes->first)
-                                   writes->first = std::move(e);
-                                 if (--writes->left > 0)
-                                   return;
-                                 Error outcome = std::move(writes->first);
-                                 lock.unlock();
-                                 writes->done(std::move(outcome));
-                               });
+      FakeDevice::copyToDevice(
+          targets[i], buffer.data(), buffer.size(), [writes](Error e) {
+            std::unique_lock<std::mutex> lock(writes->mutex);
+            if (e && !writes->first)
+              writes->first = std::move(e);
+            if (--writes->left > 0)
+              return;
+            Error outcome = std::move(writes->first);
+            lock.unlock();
+            writes->done(std::move(outcome));
+          });
     }
   }
 
@@ -354,8 +353,8 @@ protected:
   void copyToDevice(DeviceLocation dst, const std::byte *src, uint64_t bytes,
                     CompletionCallback done) override {
     constexpr uint64_t Chunk = 64 * KiB;
-    FakeDevice::copyToDevice(dst, src, bytes > Chunk ? bytes / Chunk * Chunk
-                                                     : bytes,
+    FakeDevice::copyToDevice(dst, src,
+                             bytes > Chunk ? bytes / Chunk * Chunk : bytes,
                              std::move(done));
   }
 };
@@ -593,9 +592,8 @@ public:
   ~U8ScaleSaturates() override { shutdown(); }
 
 protected:
-  bool mutatedElement(OpKind op, ElemKind kind, double factor,
-                      const uint8_t *a, const uint8_t *,
-                      uint8_t *out) const override {
+  bool mutatedElement(OpKind op, ElemKind kind, double factor, const uint8_t *a,
+                      const uint8_t *, uint8_t *out) const override {
     if (op != OpKind::Scale || kind != ElemKind::UInt8)
       return false;
     unsigned p = unsigned(load<uint8_t>(a)) * unsigned(factor);
@@ -618,16 +616,14 @@ public:
   ~F16RoundsTowardZero() override { shutdown(); }
 
 protected:
-  bool mutatedElement(OpKind op, ElemKind kind, double factor,
-                      const uint8_t *a, const uint8_t *b,
-                      uint8_t *out) const override {
+  bool mutatedElement(OpKind op, ElemKind kind, double factor, const uint8_t *a,
+                      const uint8_t *b, uint8_t *out) const override {
     if (kind != ElemKind::Float16 ||
         (op != OpKind::Add && op != OpKind::Mul && op != OpKind::Scale))
       return false;
     float x = halfToFloat(load<uint16_t>(a));
-    float y = op == OpKind::Scale
-                  ? halfToFloat(floatToHalf(float(factor)))
-                  : halfToFloat(load<uint16_t>(b));
+    float y = op == OpKind::Scale ? halfToFloat(floatToHalf(float(factor)))
+                                  : halfToFloat(load<uint16_t>(b));
     float r = floatResult(op == OpKind::Scale ? OpKind::Mul : op, x, y);
     uint16_t h = floatToHalf(r);
     if (!std::isnan(r) && std::fabs(halfToFloat(h)) > std::fabs(r))
@@ -647,9 +643,8 @@ public:
   ~Bf16Truncates() override { shutdown(); }
 
 protected:
-  bool mutatedElement(OpKind op, ElemKind kind, double factor,
-                      const uint8_t *a, const uint8_t *b,
-                      uint8_t *out) const override {
+  bool mutatedElement(OpKind op, ElemKind kind, double factor, const uint8_t *a,
+                      const uint8_t *b, uint8_t *out) const override {
     if (kind != ElemKind::BFloat16 ||
         (op != OpKind::Add && op != OpKind::Mul && op != OpKind::Scale))
       return false;
@@ -671,48 +666,12 @@ public:
   ~F32ScaleInDouble() override { shutdown(); }
 
 protected:
-  bool mutatedElement(OpKind op, ElemKind kind, double factor,
-                      const uint8_t *a, const uint8_t *,
-                      uint8_t *out) const override {
+  bool mutatedElement(OpKind op, ElemKind kind, double factor, const uint8_t *a,
+                      const uint8_t *, uint8_t *out) const override {
     if (op != OpKind::Scale || kind != ElemKind::Float32)
       return false;
     store(out, float(double(load<float>(a)) * factor));
     return true;
-  }
-};
-
-/// An f32 add that reads the output of an earlier mul is contracted with
-/// it into one fused multiply-add (one rounding instead of two).
-class ContractsMulIntoAdd final : public RecomputingDevice {
-public:
-  using RecomputingDevice::RecomputingDevice;
-  ~ContractsMulIntoAdd() override { shutdown(); }
-
-protected:
-  void computeNode(const Function &function, size_t index,
-                   RunValues &values) const override {
-    const Node &node = function.nodes()[index];
-    const Type &type = function.findPlaceholder(node.output)->type;
-    const Node *mul = nullptr;
-    size_t other = 0;
-    if (node.op == OpKind::Add && type.kind == ElemKind::Float32)
-      for (size_t side = 0; side < 2 && !mul; ++side)
-        for (size_t j = 0; j < index; ++j)
-          if (function.nodes()[j].op == OpKind::Mul &&
-              function.nodes()[j].output == node.inputs[side]) {
-            mul = &function.nodes()[j];
-            other = 1 - side;
-          }
-    if (!mul)
-      return RecomputingDevice::computeNode(function, index, values);
-    const uint8_t *x = values.at(mul->inputs[0]).data();
-    const uint8_t *y = values.at(mul->inputs[1]).data();
-    const uint8_t *z = values.at(node.inputs[other]).data();
-    uint8_t *out = values.at(node.output).data();
-    for (size_t i = 0, n = type.numElements(); i < n; ++i)
-      store(out + 4 * i, std::fma(load<float>(x + 4 * i),
-                                  load<float>(y + 4 * i),
-                                  load<float>(z + 4 * i)));
   }
 };
 
@@ -734,19 +693,41 @@ protected:
   }
 };
 
-/// f16 copy goes through float and back, which quiets a signalling NaN
-/// (copy must move the bits unchanged).
-class F16CopyQuietsNaN final : public RecomputingDevice {
+/// u8 relu reads its element as a (signed) char: values from 128 up are
+/// taken as negative and give 0 (u8 relu is the identity).
+class U8ReluSignedChar final : public RecomputingDevice {
 public:
   using RecomputingDevice::RecomputingDevice;
-  ~F16CopyQuietsNaN() override { shutdown(); }
+  ~U8ReluSignedChar() override { shutdown(); }
 
 protected:
   bool mutatedElement(OpKind op, ElemKind kind, double, const uint8_t *a,
                       const uint8_t *, uint8_t *out) const override {
-    if (op != OpKind::Copy || kind != ElemKind::Float16)
+    if (op != OpKind::Relu || kind != ElemKind::UInt8)
       return false;
-    store(out, floatToHalf(halfToFloat(load<uint16_t>(a))));
+    int8_t x = load<int8_t>(a);
+    store(out, uint8_t(x > 0 ? x : 0));
+    return true;
+  }
+};
+
+/// bf16 add, mul and scale flush results below the smallest normal bf16 to
+/// zero of the same sign (a bf16 unit without denormals).
+class Bf16FlushesDenormalResults final : public RecomputingDevice {
+public:
+  using RecomputingDevice::RecomputingDevice;
+  ~Bf16FlushesDenormalResults() override { shutdown(); }
+
+protected:
+  bool mutatedElement(OpKind op, ElemKind kind, double factor, const uint8_t *a,
+                      const uint8_t *b, uint8_t *out) const override {
+    if (kind != ElemKind::BFloat16 ||
+        (op != OpKind::Add && op != OpKind::Mul && op != OpKind::Scale))
+      return false;
+    computeElement(op, kind, factor, a, b, out);
+    uint16_t bits = load<uint16_t>(out);
+    if ((bits & 0x7f80) == 0)
+      store<uint16_t>(out, bits & 0x8000);
     return true;
   }
 };
@@ -827,6 +808,33 @@ protected:
 
 private:
   std::map<uint64_t, std::vector<DeviceLocation>> cached_;
+};
+
+/// The allocator trims its cache whenever the bytes freed since the last
+/// trim pass 1 MiB, and the trim loses the block being freed: it stays
+/// allocated and counted.
+class TrimLosesBlockAtEachMiBFreed final : public FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+  ~TrimLosesBlockAtEachMiBFreed() override { shutdown(); }
+
+protected:
+  Error free(DeviceLocation location) override {
+    Expected<uint64_t> bytes = allocationSize(location);
+    if (bytes) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      sinceTrim_ += *bytes;
+      if (sinceTrim_ > MiB) {
+        sinceTrim_ = 0;
+        return Error::success();
+      }
+    }
+    return FakeDevice::free(location);
+  }
+
+private:
+  std::mutex mutex_;
+  uint64_t sinceTrim_ = 0;
 };
 
 /// Locations carry a slot and no generation: a stale location names
@@ -1013,8 +1021,8 @@ DRT_REGISTER_BACKEND(mutant<F32FlushesDenormals>(
     "f32-flushes-denormals", "f32 add and mul flush denormals to zero"));
 DRT_REGISTER_BACKEND(mutant<I32MulSaturates>(
     "i32-mul-saturates", "i32 mul saturates instead of wrapping"));
-DRT_REGISTER_BACKEND(mutant<I64AddIn32Bits>(
-    "i64-add-in-32-bits", "i64 add is computed in 32 bits"));
+DRT_REGISTER_BACKEND(mutant<I64AddIn32Bits>("i64-add-in-32-bits",
+                                            "i64 add is computed in 32 bits"));
 DRT_REGISTER_BACKEND(mutant<U8ScaleSaturates>(
     "u8-scale-saturates", "u8 scale saturates at 255 instead of wrapping"));
 DRT_REGISTER_BACKEND(mutant<F16RoundsTowardZero>(
@@ -1026,14 +1034,13 @@ DRT_REGISTER_BACKEND(mutant<Bf16Truncates>(
 DRT_REGISTER_BACKEND(mutant<F32ScaleInDouble>(
     "f32-scale-in-double",
     "f32 scale multiplies in double by the unrounded factor"));
-DRT_REGISTER_BACKEND(mutant<ContractsMulIntoAdd>(
-    "contracts-mul-into-add",
-    "an f32 add of a mul's output is one fused multiply-add"));
 DRT_REGISTER_BACKEND(mutant<I64ReluUnsigned>(
     "i64-relu-unsigned", "i64 relu compares unsigned: negatives pass"));
-DRT_REGISTER_BACKEND(mutant<F16CopyQuietsNaN>(
-    "f16-copy-quiets-nan",
-    "f16 copy goes through float and quiets signalling NaNs"));
+DRT_REGISTER_BACKEND(mutant<U8ReluSignedChar>(
+    "u8-relu-signed-char", "u8 relu reads a signed char: 128 and up give 0"));
+DRT_REGISTER_BACKEND(mutant<Bf16FlushesDenormalResults>(
+    "bf16-flushes-denormal-results",
+    "bf16 add, mul and scale flush denormal results to zero"));
 DRT_REGISTER_BACKEND(mutant<CountsCachedBlocksAsUsed>(
     "counts-cached-blocks-as-used",
     "usedMemory() still counts freed blocks of 64 KiB or more"));
@@ -1041,6 +1048,9 @@ DRT_REGISTER_BACKEND(mutant<CachedBlocksKeepTheirHandle>(
     "cached-blocks-keep-their-handle",
     "a freed block of a page or more is handed out again under its old "
     "handle"));
+DRT_REGISTER_BACKEND(mutant<TrimLosesBlockAtEachMiBFreed>(
+    "trim-loses-block-at-each-mib-freed",
+    "each time 1 MiB more has been freed, the block being freed leaks"));
 DRT_REGISTER_BACKEND(mutant<NoGeneration>(
     "no-generation", "locations carry a slot and no generation"));
 DRT_REGISTER_BACKEND(mutant<RunComputesFirstRow>(

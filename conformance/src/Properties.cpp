@@ -464,8 +464,15 @@ PropertyResult runProperty(const PropertyFamily &family,
         break;
       }
     }
-    // One shard sees a part of the cases: coverage is judged over all.
-    if (failing || options.shardCount > 1 || !missingKeyState())
+    // One shard sees a part of the cases: coverage is judged over all. A
+    // family that must make many allocations on one device runs on until
+    // one case has, like one that misses a key state: on a slow or busy
+    // machine its first cases may be all the time budget allows.
+    bool fewAllocations = family.minAllocationsOnOneDevice &&
+                          result.census.mostAllocationsOnOneDevice <
+                              family.minAllocationsOnOneDevice;
+    if (failing || options.shardCount > 1 ||
+        (!missingKeyState() && !fewAllocations))
       break;
   }
 
