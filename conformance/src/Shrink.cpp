@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <set>
 
 namespace drt::conformance {
@@ -119,6 +120,49 @@ std::vector<Command> simplerCommands(const Command &c) {
   return out;
 }
 
+/// True when a command of \p kind names a tensor in its target field.
+bool targetsTensor(CommandKind kind) {
+  switch (kind) {
+  case CommandKind::AddNetwork:
+  case CommandKind::Run:
+  case CommandKind::EvictNetwork:
+  case CommandKind::EnsureOutputs:
+  case CommandKind::Shutdown:
+  case CommandKind::InjectFault:
+  case CommandKind::Alloc:
+  case CommandKind::Free:
+    return false;
+  default:
+    return true;
+  }
+}
+
+/// \p s without the move at \p i, its target called by its source's name
+/// from there on: a move that only renames a tensor goes, and with it often
+/// the create of the tensor it was moved onto. Nothing when command \p i is
+/// not a move.
+std::optional<Scenario> withoutMove(const Scenario &s, size_t i) {
+  const Command &move = s.commands[i];
+  if (move.kind != CommandKind::MoveConstruct &&
+      move.kind != CommandKind::MoveAssign)
+    return std::nullopt;
+  Scenario out = s;
+  out.commands.erase(out.commands.begin() + i);
+  auto rename = [&](std::string &name) {
+    if (name == move.target)
+      name = move.source;
+  };
+  for (size_t j = i; j < out.commands.size(); ++j) {
+    Command &c = out.commands[j];
+    if (targetsTensor(c.kind))
+      rename(c.target);
+    rename(c.source);
+    for (auto &binding : c.bindings)
+      rename(binding.second);
+  }
+  return out;
+}
+
 /// Simpler device lists: fewer devices (when none of the commands names
 /// the one dropped), no budget, fewer parameters.
 std::vector<std::vector<DeviceSpec>> simplerDevices(const Scenario &s) {
@@ -212,6 +256,11 @@ shrinkScenario(const Scenario &failing,
     // Simplify each remaining command, then the devices.
     for (size_t i = 0; i < result.scenario.commands.size() && !exhausted();
          ++i) {
+      if (std::optional<Scenario> renamed = withoutMove(result.scenario, i))
+        if (attempt(*renamed)) {
+          progress = true;
+          continue;
+        }
       for (const Command &simpler :
            simplerCommands(result.scenario.commands[i])) {
         if (exhausted() || i >= result.scenario.commands.size())
