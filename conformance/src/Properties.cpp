@@ -704,7 +704,15 @@ runPropertyInConfigurations(const PropertyFamily &family,
         }
       break;
     }
-    if (failed || !missingKeyState())
+    // A family that must make many allocations on one device runs on until
+    // one case has, like one that misses a key state: on a slow or busy
+    // machine its first cases may be all the time budget allows.
+    uint64_t most = 0;
+    for (const Row *row : active)
+      most = std::max(most, row->result.census.mostAllocationsOnOneDevice);
+    bool fewAllocations = most < family.minAllocationsOnOneDevice;
+    if (failed || options.shardCount > 1 ||
+        (!missingKeyState() && !fewAllocations))
       break;
   }
   if (failed)

@@ -326,6 +326,29 @@ TEST(Report, SummaryColumnsStayAlignedForLongNames) {
   }
 }
 
+TEST(Properties, TooFewAllocationsOnOneDeviceRunMoreBatchesBeforeFailing) {
+  // Like a missing key state: on a slow machine the first cases may be all
+  // that a time budget allows, so the property runs on before it fails.
+  PropertyFamily f = propertyFamilies().front();
+  f.name = "allocating";
+  f.keyLabels.clear();
+  f.minAllocationsOnOneDevice = 1000000;
+  PropertyOptions options;
+  options.cases = 5;
+  options.maxSteps = 10;
+  PropertyResult r = runProperty(f, options);
+  EXPECT_EQ(r.status, PropertyResult::Status::Failed);
+  EXPECT_EQ(r.cases, 20);
+  EXPECT_NE(r.reason.find("never made 1000000 allocations on one device"),
+            std::string::npos)
+      << r.reason;
+  // A target the first batch meets ends the run after it.
+  f.minAllocationsOnOneDevice = 1;
+  r = runProperty(f, options);
+  EXPECT_EQ(r.status, PropertyResult::Status::Passed) << r.reason;
+  EXPECT_EQ(r.cases, 5);
+}
+
 TEST(Properties, SkipsCarryTheirReason) {
   PropertyFamily f = propertyFamilies().front();
   f.skipReason = [](const Capabilities &) {
