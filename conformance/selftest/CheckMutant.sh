@@ -33,7 +33,9 @@ if [[ $rc -eq 0 ]]; then
   echo "mutant $name survived: the suite passed on it"
   exit 1
 fi
-line=$(grep -m1 -oE 'replay: drt-replay [^ ]+ --backend [^ ]+' "$log")
+# The replay command names the file, the backend and the configuration the
+# failure was found in (--param KEY=VALUE ...).
+line=$(grep -m1 -oE 'replay: drt-replay [^ ]+ --backend .*' "$log")
 if [[ -z $line ]]; then
   echo "mutant $name: the suite exited $rc without a replayable scenario"
   tail -n 20 "$log"
@@ -44,17 +46,25 @@ if ! grep -q -E '^  what: ' "$log"; then
   tail -n 20 "$log"
   exit 1
 fi
-file=$(awk '{print $3}' <<< "$line")
-property=$(grep -m1 -oE '^\[ *[0-9]+/[0-9]+\] [a-z-]+ on [^ ]+: FAILED' "$log" |
-  awk '{print $(NF-3)}')
+read -r -a replay_args <<< "${line#replay: drt-replay }"
+file=${replay_args[0]}
+# The same command with the reference backend in place of the mutant.
+reference_args=("${replay_args[@]}")
+for i in "${!reference_args[@]}"; do
+  if [[ ${reference_args[$i]} == --backend ]]; then
+    reference_args[$((i + 1))]=$reference
+  fi
+done
+property=$(grep -m1 -E '^\[ *[0-9]+/[0-9]+\] [a-z-]+ on .*: FAILED' "$log" |
+  sed -E 's/^\[ *[0-9]+\/[0-9]+\] ([a-z-]+) on .*/\1/')
 steps=$(grep -m1 -oE 'minimal scenario \([0-9]+ steps' "$log" | grep -oE '[0-9]+')
 grep -m1 -A6 -E ': FAILED' "$log"
-if "${mutant_env[@]}" "$replay" "$file" --backend "$backend" \
+if "${mutant_env[@]}" "$replay" "${replay_args[@]}" \
   > "$work/replay-mutant.log" 2>&1; then
-  echo "mutant $name: $file passes under drt-replay on the mutant"
+  echo "mutant $name: ${line#replay: } passes on the mutant"
   exit 1
 fi
-if ! "$replay" "$file" --backend "$reference" > "$work/replay-reference.log" 2>&1; then
+if ! "$replay" "${reference_args[@]}" > "$work/replay-reference.log" 2>&1; then
   echo "mutant $name: $file fails on $reference with the real framework too"
   cat "$work/replay-reference.log"
   exit 1

@@ -268,15 +268,19 @@ private:
   uint64_t kept_ = 0;
 };
 
+/// The fake backend's entry (its parameters and capabilities) under the
+/// mutant's name and factory.
 template <typename Mutant>
 BackendInfo mutant(std::string name, std::string description) {
-  return BackendInfo{
-      "mutant:" + std::move(name), std::move(description),
-      fake::fakeCapabilities(/*async=*/true, /*resident=*/true),
+  BackendInfo info = fake::fakeBackendInfo();
+  info.name = "mutant:" + std::move(name);
+  info.description = std::move(description);
+  info.factory =
       [](const DeviceConfig &config) -> std::unique_ptr<DeviceManager> {
-        return std::make_unique<Mutant>(config);
-      },
-      /*testOnly=*/true};
+    return std::make_unique<Mutant>(config);
+  };
+  info.testOnly = true;
+  return info;
 }
 
 DRT_REGISTER_BACKEND(mutant<AccountingDrift>(

@@ -95,7 +95,7 @@ DRT_REGISTER_BACKEND(BackendInfo{
     [](const DeviceConfig &config) -> std::unique_ptr<DeviceManager> {
       return std::make_unique<ReadNotWaited>(config);
     },
-    /*testOnly=*/true});
+    /*testOnly=*/true, opencl::openCLParameters()});
 
 } // namespace
 } // namespace drt::conformance::selftest

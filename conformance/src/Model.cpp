@@ -105,7 +105,7 @@ bool validDims(const std::vector<size_t> &dims, ElemKind kind) {
     if (d == 0 || __builtin_mul_overflow(n, d, &n))
       return false;
   }
-  return n <= (size_t(1) << 40);
+  return n <= MaxTensorBytes;
 }
 
 bool isAsync(CommandKind kind) {
@@ -117,10 +117,19 @@ bool isAsync(CommandKind kind) {
 
 Model::Model(std::vector<DeviceSpec> devices, Capabilities capabilities,
              bool trackContents)
-    : capabilities_(capabilities), trackContents_(trackContents) {
+    : Model(
+          std::move(devices),
+          [&](const DeviceSpec &) { return DeviceTraits{capabilities, 0}; },
+          trackContents) {}
+
+Model::Model(std::vector<DeviceSpec> devices,
+             const std::function<DeviceTraits(const DeviceSpec &)> &traitsOf,
+             bool trackContents)
+    : trackContents_(trackContents) {
   for (DeviceSpec &d : devices) {
     ModelDevice md;
     md.spec = d;
+    md.traits = traitsOf(d);
     devices_.emplace(d.name, std::move(md));
   }
 }
@@ -251,7 +260,7 @@ Outcome Model::allocate(const std::string &name, uint64_t bytes, Step &step) {
   if (auto code = strike(name, FaultSite::Allocation, step))
     return failWith(name, *code, step);
   ModelDevice &d = device(name);
-  if (d.spec.budget && d.used + bytes > d.spec.budget) {
+  if (d.budget() && bytes > d.budget() - d.used) {
     step.labels.push_back("out-of-memory");
     return Outcome::error(ErrorCode::OutOfMemory);
   }
@@ -484,8 +493,9 @@ Outcome Model::run(const Command &c, Step &step) {
     }
     if (r.state == ResidencyState::Device && r.device != dev) {
       step.labels.push_back("run-input-moved");
-      failure = capabilities_.residentTensors ? moveHere(id, dev, "", step)
-                                              : fetchToHost(id, true, step);
+      failure = device(dev).traits.capabilities.residentTensors
+                    ? moveHere(id, dev, "", step)
+                    : fetchToHost(id, true, step);
       if (failure != Outcome::ok())
         continue;
     }
@@ -586,7 +596,8 @@ Outcome Model::run(const Command &c, Step &step) {
       r.location.clear();
   }
   step.labels.push_back("run-succeeded");
-  if (!device(dev).spec.copyToHost && capabilities_.residentTensors) {
+  if (!device(dev).spec.copyToHost &&
+      device(dev).traits.capabilities.residentTensors) {
     step.labels.push_back("run-leaves-outputs-resident");
     return Outcome::ok();
   }
@@ -625,13 +636,15 @@ Outcome Model::ensureOutputs(const Command &c, Step &step) {
     Outcome e = Outcome::ok();
     if (r.state == ResidencyState::Lost) {
       e = Outcome::error(ErrorCode::DeviceLost);
+    } else if (isResident(r) &&
+               (t->offsetBytes != 0 || t->bytes() != r.bytes)) {
+      // Bringing it home is a from-device of the bound tensor: a partial
+      // view cannot move residency, Mirrored or not (§3).
+      e = Outcome::error(ErrorCode::InvalidArgument);
     } else if (r.state == ResidencyState::Mirrored) {
       releaseRecord(r);
     } else if (r.state == ResidencyState::Device) {
-      if (t->offsetBytes != 0 || t->bytes() != r.bytes)
-        e = Outcome::error(ErrorCode::InvalidArgument);
-      else
-        e = fetchToHost(t->record, true, step);
+      e = fetchToHost(t->record, true, step);
       if (e == Outcome::ok())
         step.labels.push_back("ensure-outputs-brings-back");
     }
@@ -765,7 +778,7 @@ ModelStep Model::apply(const Command &c) {
       o = Outcome::error(ErrorCode::InvalidArgument);
     else if (d.shutDown)
       o = Outcome::error(ErrorCode::DeviceLost);
-    else if (!capabilities_.residentTensors)
+    else if (!d.traits.capabilities.residentTensors)
       o = Outcome::error(ErrorCode::NotSupported);
     else
       o = moveHere(t.record, c.device, c.location, step);
@@ -873,7 +886,7 @@ ModelStep Model::apply(const Command &c) {
     shutdownDevice(c.device, step);
     break;
   case CommandKind::InjectFault:
-    if (!capabilities_.faultInjection)
+    if (!device(c.device).traits.capabilities.faultInjection)
       o = Outcome::error(ErrorCode::NotSupported);
     else if (device(c.device).shutDown)
       o = Outcome::error(ErrorCode::DeviceLost);
@@ -891,7 +904,7 @@ ModelStep Model::apply(const Command &c) {
       o = Outcome::error(ErrorCode::DeviceLost);
     else if (c.bytes == 0)
       o = Outcome::error(ErrorCode::InvalidArgument);
-    else if (!capabilities_.residentTensors)
+    else if (!d.traits.capabilities.residentTensors)
       o = Outcome::error(ErrorCode::NotSupported);
     else
       o = allocate(c.device, c.bytes, step);

@@ -2,12 +2,14 @@
 #include "drt/conformance/Properties.h"
 
 #include "drt/BackendRegistry.h"
+#include "drt/conformance/Configuration.h"
 #include "drt/conformance/Runner.h"
 #include "drt/conformance/ScenarioText.h"
 #include "drt/conformance/Shrink.h"
 
 #include <chrono>
 #include <fstream>
+#include <optional>
 
 namespace drt::conformance {
 
@@ -15,6 +17,8 @@ std::string PropertyResult::statusText() const {
   switch (status) {
   case Status::Passed:
     return "passed";
+  case Status::Incomplete:
+    return "passed, coverage incomplete";
   case Status::Failed:
     return "FAILED";
   case Status::Skipped:
@@ -70,7 +74,7 @@ std::vector<PropertyFamily> makeFamilies() {
   f.push_back({"view-sharing",
                "views share storage and residency with their owner",
                needsResident,
-               [](const std::string &, uint64_t) {
+               [] {
                  auto w = baseWeights();
                  w[K::View] = 8;
                  w[K::Read] = 8;
@@ -81,7 +85,7 @@ std::vector<PropertyFamily> makeFamilies() {
   f.push_back({"clone-independence",
                "a clone is independent of its source in data and residency",
                needsResident,
-               [](const std::string &, uint64_t) {
+               [] {
                  auto w = baseWeights();
                  w[K::Clone] = 8;
                  w[K::Write] = 5;
@@ -93,7 +97,7 @@ std::vector<PropertyFamily> makeFamilies() {
                "moves empty their source, move-assign releases the target "
                "once, self-move is a no-op",
                needsResident,
-               [](const std::string &, uint64_t) {
+               [] {
                  auto w = baseWeights();
                  w[K::MoveAssign] = 8;
                  w[K::MoveConstruct] = 5;
@@ -105,7 +109,7 @@ std::vector<PropertyFamily> makeFamilies() {
   f.push_back({"double-release",
                "releasing twice is a success that frees once",
                needsResident,
-               [](const std::string &, uint64_t) {
+               [] {
                  auto w = baseWeights();
                  w[K::DoubleRelease] = 8;
                  w[K::Release] = 5;
@@ -116,7 +120,7 @@ std::vector<PropertyFamily> makeFamilies() {
                "to-device / from-device keep and release, Mirrored reads and "
                "writes",
                needsResident,
-               [](const std::string &, uint64_t) {
+               [] {
                  auto w = baseWeights();
                  w[K::FromDevice] = 8;
                  w[K::Write] = 4;
@@ -128,7 +132,7 @@ std::vector<PropertyFamily> makeFamilies() {
                "the last reference of a resident record frees it exactly "
                "once; views keep records alive",
                needsResident,
-               [](const std::string &, uint64_t) {
+               [] {
                  auto w = baseWeights();
                  w[K::Destroy] = 8;
                  w[K::View] = 6;
@@ -145,7 +149,7 @@ std::vector<PropertyFamily> makeFamilies() {
                        "the backend does not enforce a memory budget");
                  return needsResident(c);
                },
-               [](const std::string &, uint64_t) {
+               [] {
                  auto w = baseWeights();
                  w[K::Alloc] = 5;
                  w[K::Free] = 4;
@@ -159,7 +163,7 @@ std::vector<PropertyFamily> makeFamilies() {
                "runs leave outputs resident; ensureOutputsAvailable brings "
                "them back; results are exact",
                needsResident,
-               [](const std::string &, uint64_t) {
+               [] {
                  std::map<CommandKind, int> w = {
                      {K::Create, 8},        {K::ToDevice, 4},
                      {K::FromDevice, 2},    {K::Read, 5},
@@ -174,7 +178,7 @@ std::vector<PropertyFamily> makeFamilies() {
                "views at an offset into resident tensors are run inputs in "
                "place; results are exact",
                needsResident,
-               [](const std::string &, uint64_t) {
+               [] {
                  std::map<CommandKind, int> w = {
                      {K::Create, 6},     {K::View, 6},         {K::ToDevice, 6},
                      {K::AddNetwork, 3}, {K::Run, 10},         {K::Read, 2},
@@ -189,7 +193,7 @@ std::vector<PropertyFamily> makeFamilies() {
                "with copyDeviceTensorsToHost a run leaves its outputs on "
                "host",
                [](const Capabilities &) { return std::string(); },
-               [](const std::string &, uint64_t) {
+               [] {
                  std::map<CommandKind, int> w = {
                      {K::Create, 8},     {K::ToDevice, 3}, {K::Read, 5},
                      {K::AddNetwork, 3}, {K::Run, 10},     {K::Destroy, 1}};
@@ -202,16 +206,22 @@ std::vector<PropertyFamily> makeFamilies() {
                "tensors move between two devices of one backend; runs move "
                "their inputs",
                needsResident,
-               [](const std::string &, uint64_t) {
+               [] {
                  auto w = baseWeights();
                  w[K::ToDevice] = 10;
                  w[K::AddNetwork] = 3;
                  w[K::Run] = 6;
                  GeneratorProfile p = oneDevice(w);
+                 // One element kind, so that most tensors fit a network and
+                 // a run finds an input resident on the other device often
+                 // enough for the key states (its cases are spread over the
+                 // configurations).
+                 p.space.elemKinds = {ElemKind::Float32};
                  p.devices.push_back(device("d1"));
                  return p;
                },
-               {"cross-device-move-from-Device", "run-input-moved"}});
+               {"cross-device-move-from-Device", "run-input-moved"},
+               /*aboutMovesBetweenDevices=*/true});
   f.push_back({"faults",
                "injected out-of-memory, failing transfers and runs, lost "
                "devices leave records consistent",
@@ -221,16 +231,21 @@ std::vector<PropertyFamily> makeFamilies() {
                        "the backend does not declare fault injection");
                  return needsResident(c);
                },
-               [](const std::string &, uint64_t) {
+               [] {
                  auto w = baseWeights();
-                 w[K::InjectFault] = 6;
-                 w[K::FromDevice] = 9;
+                 // A failed read-back needs a planned from-device fault and
+                 // a Device tensor to read back before a DeviceLost ends the
+                 // case: plan and transfer often, lose the device less.
+                 w[K::InjectFault] = 8;
+                 w[K::FromDevice] = 12;
+                 w[K::ToDevice] = 12;
+                 w[K::Read] = 2;
                  w[K::AddNetwork] = 2;
                  w[K::Run] = 6;
                  w[K::Refill] = 2;
                  GeneratorProfile p = oneDevice(w);
-                 p.faultCodes = {ErrorCode::DeviceError, ErrorCode::OutOfMemory,
-                                 ErrorCode::DeviceLost};
+                 p.faultCodes = {ErrorCode::DeviceError, ErrorCode::DeviceError,
+                                 ErrorCode::OutOfMemory, ErrorCode::DeviceLost};
                  return p;
                },
                {"fault-failed-to-device", "fault-failed-from-device",
@@ -244,7 +259,7 @@ std::vector<PropertyFamily> makeFamilies() {
                                       "loss");
                  return needsResident(c);
                },
-               [](const std::string &, uint64_t) {
+               [] {
                  auto w = baseWeights();
                  w[K::Shutdown] = 3;
                  w[K::Refill] = 6;
@@ -264,18 +279,13 @@ std::vector<PropertyFamily> makeFamilies() {
                                       "asynchronous completion");
                  return needsResident(c);
                },
-               [](const std::string &backend, uint64_t seed) {
+               [] {
                  auto w = baseWeights();
                  w[K::AddNetwork] = 3;
                  w[K::Run] = 8;
                  w[K::EnsureOutputs] = 3;
                  GeneratorProfile p = oneDevice(w);
                  p.devices.push_back(device("d1"));
-                 if (backend == "fake")
-                   for (DeviceSpec &d : p.devices) {
-                     d.parameters["async"] = "1";
-                     d.parameters["seed"] = std::to_string(seed % 1000 + 1);
-                   }
                  return p;
                },
                {"from-device@Device", "run-succeeded"}});
@@ -284,7 +294,7 @@ std::vector<PropertyFamily> makeFamilies() {
                "sizes where a backend changes path, keep their contents "
                "through every transfer",
                needsResident,
-               [](const std::string &, uint64_t) {
+               [] {
                  auto w = baseWeights();
                  w[K::Write] = 4;
                  w[K::FromDevice] = 6;
@@ -303,7 +313,7 @@ std::vector<PropertyFamily> makeFamilies() {
         "one device serves thousands of allocations in a case: freed memory "
         "is reused hundreds of times and accounting stays exact",
         needsResident,
-        [](const std::string &, uint64_t) {
+        [] {
           std::map<CommandKind, int> w = {
               {K::Create, 8},     {K::Destroy, 6},    {K::ToDevice, 14},
               {K::Release, 8},    {K::FromDevice, 4}, {K::Alloc, 6},
@@ -325,7 +335,7 @@ std::vector<PropertyFamily> makeFamilies() {
   f.push_back({"mixed",
                "every command, weighted towards deep residency states",
                needsResident,
-               [](const std::string &, uint64_t) {
+               [] {
                  auto w = baseWeights();
                  w[K::DoubleRelease] = 1;
                  w[K::Refill] = 1;
@@ -335,7 +345,10 @@ std::vector<PropertyFamily> makeFamilies() {
                  w[K::EvictNetwork] = 1;
                  w[K::Alloc] = 1;
                  w[K::Free] = 1;
-                 w[K::FromDevice] = 6;
+                 // A Mirrored record (from-device keep) is short-lived:
+                 // transfer both ways often enough to move one again.
+                 w[K::FromDevice] = 8;
+                 w[K::ToDevice] = 8;
                  GeneratorProfile p = oneDevice(w);
                  p.devices.push_back(device("d1"));
                  p.drawBudgets = true;
@@ -351,18 +364,11 @@ bool reached(const std::map<std::string, int> &labels,
   return it != labels.end() && it->first.rfind(prefix, 0) == 0;
 }
 
-} // namespace
-
-const std::vector<PropertyFamily> &propertyFamilies() {
-  static const std::vector<PropertyFamily> families = makeFamilies();
-  return families;
-}
-
 /// Further rounds (of the time budget, or of the cases) a property runs while
 /// a key state is missing.
 constexpr int CoverageRounds = 3;
 
-/// The seed of case \p index of a property whose seed is \p seed.
+/// The seed of case \p index of a row whose seed is \p seed.
 uint64_t caseSeed(uint64_t seed, uint64_t index) {
   uint64_t z = seed + (index + 1) * 0x9E3779B97F4A7C15ull;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -370,179 +376,397 @@ uint64_t caseSeed(uint64_t seed, uint64_t index) {
   return z ^ (z >> 31);
 }
 
-PropertyResult runProperty(const PropertyFamily &family,
-                           const PropertyOptions &options) {
-  using Clock = std::chrono::steady_clock;
+/// One configuration while a family runs in it.
+struct Row {
   PropertyResult result;
-  result.name = family.name;
-  result.backend = options.backend;
-  result.seed = familySeed(options.seed, family.name, 0);
-  auto started = Clock::now();
-  auto elapsed = [&] {
-    return std::chrono::duration<double>(Clock::now() - started).count();
-  };
-  auto finish = [&]() -> PropertyResult {
-    result.seconds = elapsed();
-    return result;
-  };
-
-  std::vector<std::string> backends = {options.backend};
-  if (!options.against.empty())
-    backends.push_back(options.against);
-  Capabilities caps;
-  for (size_t i = 0; i < backends.size(); ++i) {
-    const BackendInfo *info = BackendRegistry::instance().find(backends[i]);
-    if (!info) {
-      result.status = PropertyResult::Status::Failed;
-      result.reason = "unknown backend '" + backends[i] + "'";
-      return finish();
-    }
-    if (std::string why = family.skipReason(info->capabilities); !why.empty()) {
-      result.status = PropertyResult::Status::Skipped;
-      result.reason = (i ? backends[i] + ": " : "") + why;
-      return finish();
-    }
-    if (i == 0)
-      caps = info->capabilities;
-  }
-
-  ScenarioGenerator generator(family.profile(options.backend, result.seed),
-                              caps);
-  RunOptions run;
-  run.backend = options.backend;
-  run.against = options.against;
-  auto missingKeyState = [&]() -> std::optional<std::string> {
-    for (const std::string &key : family.keyLabels)
-      if (!reached(result.labels, key))
-        return key;
-    return std::nullopt;
-  };
-
-  // Cases are numbered; a shard runs every shardCount-th one, so the shards
-  // together run exactly the cases one process would. With a case count the
-  // run is exact; with a time budget it runs cases until the budget is
-  // spent, so faster code means a deeper run (deterministic for a seed and
-  // a machine speed).
-  bool byTime = options.cases <= 0;
-  auto budgetSpent = [&](int round) {
-    if (!byTime)
-      return false;
-    return result.cases >= (family.minCases ? family.minCases
-                                             : options.minCases) &&
-           elapsed() >= options.timeBudget * (round + 1);
-  };
+  Capabilities capabilities;
+  std::optional<ScenarioGenerator> generator;
+  /// Cases per round when the run has a case count.
+  int cases = 0;
+  /// The next case's number (a shard runs every shardCount-th one).
   uint64_t index = 0;
   std::optional<Scenario> failing;
   std::string failure;
   uint64_t failingSeed = 0;
+};
+
+/// The parameters a row's devices get: the configuration's and, for each
+/// declared parameter that seeds the backend's own randomness and that the
+/// configuration leaves alone, one derived from the row's seed.
+ParameterMap rowParameters(const BackendInfo &info,
+                           const ParameterMap &configuration, uint64_t seed) {
+  ParameterMap out = configuration;
+  for (const BackendParameter &p : info.parameters)
+    if (p.seedsRandomness && !out.count(p.name))
+      out[p.name] = std::to_string(seed % 1000 + 1);
+  return out;
+}
+
+/// A parameter \p configuration sets, beyond the \p fixed ones, whose
+/// scope is moves between devices; "" when there is none.
+std::string betweenDevicesParameter(const BackendInfo &info,
+                                    const ParameterMap &configuration,
+                                    const ParameterMap &fixed) {
+  for (const BackendParameter &p : info.parameters)
+    if (p.scope == BackendParameter::Scope::BetweenDevices &&
+        configuration.count(p.name) && !fixed.count(p.name))
+      return p.name;
+  return "";
+}
+
+/// Runs \p row's cases until \p done() says the round is over or a case
+/// fails, adding what they reached to the row.
+template <typename Done>
+void runCases(Row &row, const PropertyFamily &family,
+              const PropertyOptions &options, const RunOptions &run,
+              Done done) {
+  PropertyResult &result = row.result;
+  auto started = std::chrono::steady_clock::now();
   size_t maxSteps =
       family.steps ? family.steps : size_t(std::max(options.maxSteps, 1));
   size_t minSteps = std::max<size_t>(maxSteps / 2, 1);
-  for (int round = 0; round <= CoverageRounds && !failing; ++round) {
-    uint64_t end = byTime ? UINT64_MAX : uint64_t(options.cases) * (round + 1);
-    for (; index < end && !budgetSpent(round); ++index) {
-      if (int64_t(index % uint64_t(options.shardCount)) != options.shardIndex)
-        continue;
-      uint64_t seed = caseSeed(result.seed, index);
-      RandomSource lengths(seed ^ 0x5bd1e995u);
-      Scenario s = generator.generate(
-          seed, size_t(lengths.between(minSteps, maxSteps)));
-      RunResult r = runScenario(s, run);
-      ++result.cases;
-      result.steps += r.steps;
-      result.census.addScenario(s, generator.profile().space);
-      result.census.addRun(r);
-      for (const auto &[label, n] : r.labels)
-        result.labels[label] += n;
-      for (const auto &[t, n] : r.transitions)
-        result.transitions[t] += n;
-      if (!r.passed()) {
-        failing = std::move(s);
-        failure = r.setupError.empty() ? r.divergence->toString()
-                                       : r.setupError;
-        failingSeed = seed;
-        break;
-      }
-    }
-    // One shard sees a part of the cases: coverage is judged over all.
-    if (failing || options.shardCount > 1 || !missingKeyState())
+  for (; !row.failing && !done(); ++row.index) {
+    if (int64_t(row.index % uint64_t(options.shardCount)) !=
+        options.shardIndex)
+      continue;
+    uint64_t seed = caseSeed(result.seed, row.index);
+    RandomSource lengths(seed ^ 0x5bd1e995u);
+    Scenario s = row.generator->generate(
+        seed, size_t(lengths.between(minSteps, maxSteps)));
+    Scenario configured = annotateExpectations(
+        configureScenario(s, options.backend, result.parameters),
+        options.backend);
+    RunResult r = runScenario(configured, run);
+    ++result.cases;
+    result.steps += r.steps;
+    result.census.addScenario(configured, row.generator->profile().space);
+    result.census.addRun(r);
+    for (const auto &[label, n] : r.labels)
+      result.labels[label] += n;
+    for (const auto &[t, n] : r.transitions)
+      result.transitions[t] += n;
+    if (!r.passed()) {
+      // What is printed is the scenario itself; its configuration goes on
+      // the replay command line.
+      s.commands = configured.commands;
+      row.failing = std::move(s);
+      row.failure =
+          r.setupError.empty() ? r.divergence->toString() : r.setupError;
+      row.failingSeed = seed;
+      ++row.index;
       break;
+    }
+  }
+  result.seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started)
+          .count();
+}
+
+/// Shrinks a row's failing case and writes the minimal scenario to a file.
+void finishFailure(Row &row, const PropertyFamily &family,
+                   const PropertyOptions &options, const RunOptions &run) {
+  PropertyResult &result = row.result;
+  auto started = std::chrono::steady_clock::now();
+  auto configure = [&](const Scenario &s) {
+    return configureScenario(s, options.backend, result.parameters);
+  };
+  ShrinkResult shrunk = shrinkScenario(
+      *row.failing,
+      [&](const Scenario &s) {
+        // Well formed and annotated as configured; printed as it is.
+        Scenario w = wellFormedScenario(configure(s), options.backend);
+        w.devices = s.devices;
+        return w;
+      },
+      [&](const Scenario &s) {
+        RunResult r = runScenario(configure(s), run);
+        if (r.passed())
+          return false;
+        // The last candidate that fails is the minimal scenario.
+        row.failure =
+            r.setupError.empty() ? r.divergence->toString() : r.setupError;
+        return true;
+      });
+  result.shrinksTried = int(shrunk.attempts);
+  result.shrinksAccepted = int(shrunk.accepted);
+  const Scenario &minimal = shrunk.scenario;
+  result.status = PropertyResult::Status::Failed;
+  result.reason = row.failure;
+  result.minimalScenario = printScenario(minimal);
+  result.minimalLength = minimal.commands.size();
+  std::string dir =
+      options.failureDirectory.empty() ? "." : options.failureDirectory;
+  std::string configuration =
+      result.configuration == "default" ? "" : "-" + result.configuration;
+  result.scenarioFile = dir + "/" + family.name + "-" + options.backend +
+                        configuration + "-" + std::to_string(options.seed) +
+                        ".scn";
+  for (size_t i = dir.size() + 1; i < result.scenarioFile.size(); ++i)
+    if (result.scenarioFile[i] == ':' || result.scenarioFile[i] == ' ')
+      result.scenarioFile[i] = result.scenarioFile[i] == ':' ? '_' : '-';
+  result.replayCommand =
+      "drt-replay " + result.scenarioFile + " --backend " + options.backend +
+      (options.against.empty() ? "" : " --against " + options.against) +
+      parameterOptions(result.parameters);
+  std::ofstream out(result.scenarioFile);
+  out << "# minimal failing scenario of property '" << family.name
+      << "' on backend '" << options.backend << "' in configuration "
+      << result.configuration << ", seed " << options.seed << " (case seed "
+      << row.failingSeed << ")\n# replay: " << result.replayCommand << "\n";
+  std::string text = row.failure;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t nl = text.find('\n', pos);
+    out << "# " << text.substr(pos, nl - pos) << "\n";
+    pos = nl == std::string::npos ? text.size() : nl + 1;
+  }
+  out << result.minimalScenario;
+  result.seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started)
+          .count();
+}
+
+} // namespace
+
+const std::vector<PropertyFamily> &propertyFamilies() {
+  static const std::vector<PropertyFamily> families = makeFamilies();
+  return families;
+}
+
+uint64_t configurationSeed(uint64_t seed, const std::string &family,
+                           const ParameterMap &configuration, int shard) {
+  if (configuration.empty())
+    return familySeed(seed, family, shard);
+  return familySeed(seed, family + " " + configurationName(configuration),
+                    shard);
+}
+
+PropertyResult runProperty(const PropertyFamily &family,
+                           const PropertyOptions &options) {
+  return runPropertyInConfigurations(family, options, {options.parameters})
+      .front();
+}
+
+std::vector<PropertyResult>
+runPropertyInConfigurations(const PropertyFamily &family,
+                            const PropertyOptions &options,
+                            const std::vector<ParameterMap> &configurations) {
+  using Clock = std::chrono::steady_clock;
+  auto started = Clock::now();
+  auto elapsed = [&] {
+    return std::chrono::duration<double>(Clock::now() - started).count();
+  };
+  BackendRegistry &registry = BackendRegistry::instance();
+  std::vector<Row> rows(configurations.size());
+  auto results = [&] {
+    std::vector<PropertyResult> out;
+    for (Row &row : rows)
+      out.push_back(std::move(row.result));
+    return out;
+  };
+
+  // The partner runs in its default configuration whatever this one is.
+  std::optional<Capabilities> partner;
+  std::string partnerProblem;
+  if (!options.against.empty()) {
+    auto caps = registry.capabilitiesFor(options.against, {});
+    if (caps)
+      partner = *caps;
+    else
+      partnerProblem = caps.takeError().message();
+  }
+  const BackendInfo *info = registry.find(options.backend);
+  GeneratorProfile profile = family.profile();
+  ParameterMap fixed =
+      BackendRegistry::parametersFor(options.backend, options.parameters);
+  std::vector<Row *> active;
+  for (size_t i = 0; i < configurations.size(); ++i) {
+    Row &row = rows[i];
+    PropertyResult &r = row.result;
+    r.name = family.name;
+    r.backend = options.backend;
+    r.configuration = configurationName(configurations[i]);
+    // Every shard uses the same seed: the shards split the case numbers.
+    r.seed = configurationSeed(options.seed, family.name, configurations[i], 0);
+    auto caps = registry.capabilitiesFor(options.backend, configurations[i]);
+    if (!caps || !partnerProblem.empty()) {
+      r.status = PropertyResult::Status::Failed;
+      r.reason = caps ? partnerProblem : caps.takeError().message();
+      continue;
+    }
+    // capabilitiesFor found the backend, so info is set.
+    r.parameters = rowParameters(*info, configurations[i], r.seed);
+    row.capabilities = *caps;
+    if (std::string why = family.skipReason(*caps); !why.empty()) {
+      r.status = PropertyResult::Status::Skipped;
+      r.reason = why;
+      continue;
+    }
+    if (std::string name =
+            betweenDevicesParameter(*info, configurations[i], fixed);
+        !name.empty() && !family.aboutMovesBetweenDevices) {
+      r.status = PropertyResult::Status::Skipped;
+      r.reason = "parameter '" + name +
+                 "' matters only where tensors move between devices, "
+                 "which this family is not about";
+      continue;
+    }
+    if (partner)
+      if (std::string differ = outcomeChangingDifference(*caps, *partner);
+          !differ.empty()) {
+        r.status = PropertyResult::Status::Skipped;
+        r.reason = "the partner '" + options.against +
+                   "' in its default configuration differs in " + differ +
+                   ", which changes outcomes";
+        continue;
+      }
+    row.generator.emplace(profile, *caps);
+    active.push_back(&row);
   }
 
-  if (failing) {
-    ShrinkResult shrunk = shrinkScenario(
-        *failing,
-        [&](const Scenario &s) { return wellFormedScenario(s, options.backend); },
-        [&](const Scenario &s) {
-          RunResult r = runScenario(s, run);
-          if (r.passed())
-            return false;
-          failure =
-              r.setupError.empty() ? r.divergence->toString() : r.setupError;
-          return true;
+  // With a case count, the cases are spread evenly over the configurations
+  // that run (a sweep costs about what one configuration does); with a time
+  // budget, the budget is.
+  bool byTime = options.cases <= 0;
+  if (!byTime) {
+    std::vector<Row *> running;
+    for (size_t k = 0; k < active.size(); ++k) {
+      Row &row = *active[k];
+      int n = int(active.size());
+      row.cases = options.cases / n + (int(k) < options.cases % n ? 1 : 0);
+      if (row.cases > 0) {
+        running.push_back(&row);
+        continue;
+      }
+      row.result.status = PropertyResult::Status::Skipped;
+      row.result.reason = std::to_string(options.cases) + " case(s) over " +
+                          std::to_string(n) +
+                          " configurations leave none for this one";
+    }
+    active = std::move(running);
+  }
+  if (active.empty())
+    return results();
+
+  auto allLabels = [&] {
+    std::map<std::string, int> all;
+    for (const Row *row : active)
+      for (const auto &[label, n] : row->result.labels)
+        all[label] += n;
+    return all;
+  };
+  auto missingKeyState = [&]() -> std::optional<std::string> {
+    std::map<std::string, int> all = allLabels();
+    for (const std::string &key : family.keyLabels)
+      if (!reached(all, key))
+        return key;
+    return std::nullopt;
+  };
+  int minCases = family.minCases ? family.minCases : options.minCases;
+  RunOptions run;
+  run.backend = options.backend;
+  run.against = options.against;
+  // A round that passes without reaching every key state is followed by
+  // more rounds, so that coverage does not hinge on a few cases; a single
+  // shard sees only part of the cases and runs one.
+  int rounds = options.shardCount > 1 ? 1 : 1 + CoverageRounds;
+  bool failed = false;
+  for (int round = 0; round < rounds && !failed; ++round) {
+    for (size_t k = 0; k < active.size(); ++k) {
+      Row &row = *active[k];
+      if (byTime) {
+        // Each configuration gets its share of the round's time.
+        double until = options.timeBudget *
+                       (round + double(k + 1) / double(active.size()));
+        int casesBefore = row.result.cases;
+        int least = round == 0 ? std::max(1, minCases / int(active.size()))
+                               : 0;
+        runCases(row, family, options, run, [&] {
+          return row.result.cases - casesBefore >= least && elapsed() >= until;
         });
-    // The failure message is that of the last candidate that failed, which
-    // is the minimal scenario.
-    result.shrinksTried = int(shrunk.attempts);
-    result.shrinksAccepted = int(shrunk.accepted);
-    const Scenario &minimal = shrunk.scenario;
-    result.status = PropertyResult::Status::Failed;
-    result.reason = failure;
-    result.minimalScenario = printScenario(minimal);
-    result.minimalLength = minimal.commands.size();
-    std::string dir =
-        options.failureDirectory.empty() ? "." : options.failureDirectory;
-    result.scenarioFile = dir + "/" + family.name + "-" + options.backend +
-                          "-" + std::to_string(options.seed) + ".scn";
-    for (char &c : result.scenarioFile)
-      if (c == ':')
-        c = '_';
-    std::ofstream out(result.scenarioFile);
-    out << "# minimal failing scenario of property '" << family.name
-        << "' on backend '" << options.backend << "', seed " << options.seed
-        << " (case seed " << failingSeed << ")\n";
-    std::string text = failure;
-    size_t pos = 0;
-    while (pos < text.size()) {
-      size_t nl = text.find('\n', pos);
-      out << "# " << text.substr(pos, nl - pos) << "\n";
-      pos = nl == std::string::npos ? text.size() : nl + 1;
+      } else {
+        // Case numbers, not cases run: the shards split the numbers.
+        uint64_t end = uint64_t(row.cases) * uint64_t(round + 1);
+        runCases(row, family, options, run, [&] { return row.index >= end; });
+      }
+      if (!row.failing)
+        continue;
+      failed = true;
+      finishFailure(row, family, options, run);
+      if (!options.failFast)
+        continue;
+      for (size_t rest = k + 1; rest < active.size(); ++rest)
+        if (active[rest]->result.cases == 0) {
+          active[rest]->result.status = PropertyResult::Status::Skipped;
+          active[rest]->result.reason =
+              "not run: --fail-fast stopped at the failure in configuration " +
+              row.result.configuration;
+        }
+      break;
     }
-    out << result.minimalScenario;
-    result.replayCommand =
-        "drt-replay " + result.scenarioFile + " --backend " + options.backend +
-        (options.against.empty() ? "" : " --against " + options.against);
-    return finish();
+    // A family that must make many allocations on one device runs on until
+    // one case has, like one that misses a key state: on a slow or busy
+    // machine its first cases may be all the time budget allows.
+    uint64_t most = 0;
+    for (const Row *row : active)
+      most = std::max(most, row->result.census.mostAllocationsOnOneDevice);
+    bool fewAllocations = most < family.minAllocationsOnOneDevice;
+    if (failed || options.shardCount > 1 ||
+        (!missingKeyState() && !fewAllocations))
+      break;
   }
-  if (family.minAllocationsOnOneDevice &&
-      result.census.mostAllocationsOnOneDevice <
-          family.minAllocationsOnOneDevice &&
-      options.shardCount == 1) {
-    result.status = PropertyResult::Status::Failed;
-    result.reason = "its " + std::to_string(result.cases) +
-                    " cases never made " +
-                    std::to_string(family.minAllocationsOnOneDevice) +
-                    " allocations on one device (at most " +
-                    std::to_string(result.census.mostAllocationsOnOneDevice) +
-                    ")";
-    return finish();
-  }
+  if (failed)
+    return results();
+
+  int ran = 0;
+  for (const Row *row : active)
+    ran += row->result.cases;
+  std::string over =
+      active.size() > 1
+          ? " in " + std::to_string(active.size()) + " configurations"
+          : "";
+  std::map<std::string, int> all = allLabels();
   for (const std::string &key : family.keyLabels) {
-    if (reached(result.labels, key))
+    if (reached(all, key))
       continue;
-    if (options.shardCount > 1) {
-      result.reason += (result.reason.empty() ? "" : ", ") +
-                       std::string("key state '") + key +
-                       "' not reached in this shard";
-      continue;
+    for (Row *row : active) {
+      PropertyResult &r = row->result;
+      if (options.shardCount > 1) {
+        // One shard sees a part of the cases: coverage is judged over all.
+        r.reason += (r.reason.empty() ? "" : ", ") +
+                    std::string("key state '") + key +
+                    "' not reached in this shard";
+      } else if (!byTime && options.cases < CasesForCoverage) {
+        r.status = PropertyResult::Status::Incomplete;
+        r.reason = "key state '" + key + "' not reached in " +
+                   std::to_string(ran) + " case(s)" + over +
+                   "; fewer cases were asked for than the " +
+                   std::to_string(CasesForCoverage) + " coverage needs";
+      } else {
+        r.status = PropertyResult::Status::Failed;
+        r.reason = "its " + std::to_string(ran) + " cases" + over +
+                   " never reached the key state '" + key +
+                   "' (a vacuous pass is a failure)";
+      }
     }
-    result.status = PropertyResult::Status::Failed;
-    result.reason = "its " + std::to_string(result.cases) +
-                    " cases never reached the key state '" + key +
-                    "' (a vacuous pass is a failure)";
-    return finish();
+    if (options.shardCount == 1)
+      return results();
   }
-  return finish();
+  if (family.minAllocationsOnOneDevice && options.shardCount == 1) {
+    uint64_t most = 0;
+    for (const Row *row : active)
+      most = std::max(most, row->result.census.mostAllocationsOnOneDevice);
+    if (most < family.minAllocationsOnOneDevice)
+      for (Row *row : active) {
+        row->result.status = PropertyResult::Status::Failed;
+        row->result.reason =
+            "its " + std::to_string(ran) + " cases" + over + " never made " +
+            std::to_string(family.minAllocationsOnOneDevice) +
+            " allocations on one device (at most " + std::to_string(most) +
+            ")";
+      }
+  }
+  return results();
 }
 
 } // namespace drt::conformance

@@ -1,6 +1,7 @@
 //===- Report.cpp - Summaries of a conformance run ------------------------===//
 #include "drt/conformance/Report.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <set>
 
@@ -94,15 +95,33 @@ std::string jsonString(const std::string &s) {
 
 
 std::string summaryTable(const RunSummary &summary) {
-  std::string s = pad("property", 28) + pad("backend", 16) + pad("cases", 7) +
-                  pad("steps", 8) + pad("result", 9) + "coverage / reason\n";
-  s += std::string(100, '-') + "\n";
-  for (const PropertyResult &r : summary.results) {
-    s += pad(r.name, 28) + pad(r.backend, 16) +
-         pad(std::to_string(r.cases), 7) + pad(std::to_string(r.steps), 8) +
-         pad(r.statusText(), 9);
+  // Each column is as wide as its longest entry (names of mutants and
+  // configurations are long) plus two spaces.
+  std::vector<std::vector<std::string>> cells = {
+      {"property", "backend", "configuration", "cases", "steps", "result"}};
+  for (const PropertyResult &r : summary.results)
+    cells.push_back({r.name, r.backend, r.configuration,
+                     std::to_string(r.cases), std::to_string(r.steps),
+                     r.statusText()});
+  std::vector<size_t> widths(cells.front().size(), 0);
+  for (const auto &row : cells)
+    for (size_t i = 0; i < row.size(); ++i)
+      widths[i] = std::max(widths[i], row[i].size() + 2);
+  size_t ruler = 0;
+  for (size_t w : widths)
+    ruler += w;
+  std::string s;
+  for (size_t i = 0; i < cells.front().size(); ++i)
+    s += pad(cells.front()[i], widths[i]);
+  s += "coverage / reason\n" + std::string(ruler + 40, '-') + "\n";
+  for (size_t k = 0; k < summary.results.size(); ++k) {
+    const PropertyResult &r = summary.results[k];
+    for (size_t i = 0; i < cells[k + 1].size(); ++i)
+      s += pad(cells[k + 1][i], widths[i]);
     if (r.status == PropertyResult::Status::Passed)
       s += coverageLine(r) + (r.reason.empty() ? "" : "; " + r.reason);
+    else if (r.status == PropertyResult::Status::Incomplete)
+      s += coverageLine(r) + "; " + r.reason;
     else if (r.status == PropertyResult::Status::Skipped)
       s += "skipped: " + r.reason;
     else if (!r.replayCommand.empty())
@@ -130,17 +149,21 @@ std::string markdownReport(const RunSummary &summary) {
                                 : ", differential against " + summary.against) +
        ". Result: " + (summary.passed() ? "**passed**" : "**FAILED**") +
        ".\n\n";
-  s += "| property | backend | cases | steps | result | seconds | skips, "
-       "failures and coverage |\n|---|---|---|---|---|---|---|\n";
+  s += "| property | backend | configuration | cases | steps | result | "
+       "seconds | skips, failures and coverage |\n"
+       "|---|---|---|---|---|---|---|---|\n";
   for (const PropertyResult &r : summary.results) {
-    std::string note =
-        r.status == PropertyResult::Status::Passed ? coverageLine(r) : r.reason;
+    std::string note = coverageLine(r);
+    if (r.status == PropertyResult::Status::Incomplete)
+      note += "; " + r.reason;
+    else if (r.status != PropertyResult::Status::Passed)
+      note = r.reason;
     for (char &c : note)
       if (c == '\n' || c == '|')
         c = ' ';
-    s += "| " + r.name + " | " + r.backend + " | " + std::to_string(r.cases) +
-         " | " + std::to_string(r.steps) + " | " + r.statusText() + " | " +
-         seconds(r.seconds) + " | " + note + " |\n";
+    s += "| " + r.name + " | " + r.backend + " | " + r.configuration + " | " +
+         std::to_string(r.cases) + " | " + std::to_string(r.steps) + " | " +
+         r.statusText() + " | " + seconds(r.seconds) + " | " + note + " |\n";
   }
   for (const std::string &backend : backendsOf(summary)) {
     s += "\n## Residency transitions on " + backend + "\n\n";
@@ -151,8 +174,8 @@ std::string markdownReport(const RunSummary &summary) {
   for (const PropertyResult &r : summary.results) {
     if (r.status != PropertyResult::Status::Failed)
       continue;
-    s += "\n## Failure: " + r.name + " on " + r.backend + "\n\n```\n" +
-         r.reason + "```\n";
+    s += "\n## Failure: " + r.name + " on " + r.backend + " (" +
+         r.configuration + ")\n\n```\n" + r.reason + "```\n";
     if (!r.minimalScenario.empty())
       s += "\nMinimal scenario (" + std::to_string(r.minimalLength) +
            " steps), replay with `" + r.replayCommand + "`:\n\n```\n" +
@@ -162,7 +185,7 @@ std::string markdownReport(const RunSummary &summary) {
   for (const PropertyResult &r : summary.results) {
     if (r.labels.empty())
       continue;
-    s += "- **" + r.name + "** (" + r.backend + "): ";
+    s += "- **" + r.name + "** (" + r.backend + ", " + r.configuration + "): ";
     bool first = true;
     for (const auto &[label, n] : r.labels) {
       s += (first ? "" : ", ") + label + " " + std::to_string(n);
@@ -194,7 +217,15 @@ std::string jsonReport(const RunSummary &summary) {
     const PropertyResult &r = summary.results[i];
     s += "    {\"name\": " + jsonString(r.name) +
          ", \"backend\": " + jsonString(r.backend) +
-         ", \"result\": " + jsonString(r.statusText()) +
+         ", \"configuration\": " + jsonString(r.configuration) +
+         ", \"parameters\": {";
+    bool firstParameter = true;
+    for (const auto &[key, value] : r.parameters) {
+      s += std::string(firstParameter ? "" : ", ") + jsonString(key) + ": " +
+           jsonString(value);
+      firstParameter = false;
+    }
+    s += "}, \"result\": " + jsonString(r.statusText()) +
          ", \"cases\": " + std::to_string(r.cases) +
          ", \"steps\": " + std::to_string(r.steps) +
          ", \"seconds\": " + seconds(r.seconds) +
@@ -242,9 +273,15 @@ std::string junitReport(const RunSummary &summary) {
     for (const PropertyResult &r : summary.results) {
       if (r.backend != backend)
         continue;
+      std::string name = r.configuration == "default"
+                             ? r.name
+                             : r.name + " [" + r.configuration + "]";
       s += "    <testcase classname=\"conformance." + xmlEscape(backend) +
-           "\" name=\"" + xmlEscape(r.name) + "\" time=\"" +
-           seconds(r.seconds) + "\">";
+           "\" name=\"" + xmlEscape(name) + "\" time=\"" + seconds(r.seconds) +
+           "\">";
+      if (r.status == PropertyResult::Status::Incomplete)
+        s += "<system-out>" + xmlEscape(r.statusText() + ": " + r.reason) +
+             "</system-out>";
       if (r.status == PropertyResult::Status::Skipped)
         s += "<skipped message=\"" + xmlEscape(r.reason) + "\"/>";
       if (r.status == PropertyResult::Status::Failed)

@@ -4,6 +4,7 @@
 #include "drt/BackendRegistry.h"
 #include "drt/HostManager.h"
 #include "drt/Violation.h"
+#include "drt/conformance/Configuration.h"
 #include "drt/conformance/Model.h"
 #include "drt/conformance/ScenarioText.h"
 
@@ -38,7 +39,7 @@ struct Difference {
 /// Records at most this large have their host contents compared after every
 /// step; larger ones when the step names them and once after the last step,
 /// so that a step costs O(live objects + bytes it touches).
-constexpr size_t SmallRecordBytes = 4096;
+constexpr size_t SmallRecordBytes = 256;
 
 /// "12 34 ?? 56": \p count bytes from \p from; \p known says which bytes of
 /// \p bytes may be shown (the others print as ??).
@@ -985,8 +986,10 @@ std::vector<Command> finalReadBack(const Model &model) {
 Scenario annotateExpectations(const Scenario &scenario,
                               const std::string &backend) {
   Scenario out = scenario;
-  Model model(scenario.devices, capabilitiesOf(backend),
-              /*trackContents=*/false);
+  Model model(
+      scenario.devices,
+      [&](const DeviceSpec &spec) { return probedDeviceTraits(backend, spec); },
+      /*trackContents=*/false);
   for (Command &c : out.commands)
     c.expect = model.apply(c).outcome;
   return out;
@@ -996,8 +999,10 @@ Scenario wellFormedScenario(const Scenario &scenario,
                             const std::string &backend) {
   Scenario out;
   out.devices = scenario.devices;
-  Model model(scenario.devices, capabilitiesOf(backend),
-              /*trackContents=*/false);
+  Model model(
+      scenario.devices,
+      [&](const DeviceSpec &spec) { return probedDeviceTraits(backend, spec); },
+      /*trackContents=*/false);
   for (const Command &c : scenario.commands) {
     if (!commandFitsModel(c, model))
       continue;
@@ -1025,7 +1030,10 @@ RunResult runScenario(const Scenario &scenario, const RunOptions &options) {
       result.setupError = e;
       return result;
     }
-  Model model(scenario.devices, sessions.front()->capabilities());
+  Model model(scenario.devices, [&](const DeviceSpec &spec) {
+    DeviceManager &d = sessions.front()->device(spec.name);
+    return DeviceTraits{d.capabilities(), d.maximumMemory()};
+  });
   auto diverge = [&](size_t step, const std::string &command,
                      const std::string &backend, const Difference &d) {
     result.divergence =

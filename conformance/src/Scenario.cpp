@@ -356,6 +356,29 @@ std::vector<uint8_t> patternBytes(ElemKind kind, uint64_t pattern,
   return out;
 }
 
+namespace {
+
+/// Why the runner cannot hold the tensor \p create makes, or "" when it can
+/// (or when the type is one the contract refuses anyway).
+std::string sizeProblem(const Command &create, const std::string &step) {
+  Type type{create.elemKind, create.dims};
+  size_t bytes = elemSize(create.elemKind);
+  for (size_t d : create.dims)
+    if (d == 0 || __builtin_mul_overflow(bytes, d, &bytes))
+      return "";
+  if (bytes > MaxTensorBytes || bytes <= MaxScenarioTensorBytes)
+    return "";
+  return step + "tensor '" + create.target + "' of type " + type.toString() +
+         " holds " + std::to_string(bytes) + " bytes, more than the " +
+         std::to_string(MaxScenarioTensorBytes) +
+         " bytes a scenario may create (the runner and the model hold every "
+         "tensor in host memory); types over " +
+         std::to_string(MaxTensorBytes) +
+         " bytes, which the contract refuses, may be written";
+}
+
+} // namespace
+
 std::string validateScenario(const Scenario &scenario) {
   std::set<std::string> devices, tensors, networks;
   std::map<std::string, std::string> locations;
@@ -383,6 +406,8 @@ std::string validateScenario(const Scenario &scenario) {
     switch (c.kind) {
     case CommandKind::Create:
       problem = newTensor(c.target);
+      if (problem.empty())
+        problem = sizeProblem(c, step);
       break;
     case CommandKind::View:
     case CommandKind::Clone:

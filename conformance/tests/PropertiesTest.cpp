@@ -1,8 +1,14 @@
 //===- PropertiesTest.cpp - Every family on the reference device ----------===//
 #include "drt/conformance/Properties.h"
 #include "drt/BackendRegistry.h"
+#include "drt/conformance/Report.h"
+#include "drt/fake/FakeDevice.h"
 
 #include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
 
 using namespace drt;
 using namespace drt::conformance;
@@ -11,18 +17,35 @@ namespace {
 
 class FamilyOnFake : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(FamilyOnFake, Passes) {
+TEST_P(FamilyOnFake, PassesInEveryConfigurationThatAllowsIt) {
   for (const PropertyFamily &f : propertyFamilies()) {
     if (f.name != GetParam())
       continue;
     PropertyOptions options;
     options.backend = "fake";
-    options.cases = 25;
-    PropertyResult r = runProperty(f, options);
-    EXPECT_EQ(r.status, PropertyResult::Status::Passed)
-        << r.reason << r.minimalScenario;
-    EXPECT_EQ(r.cases, 25);
-    EXPECT_GT(r.steps, 100u);
+    options.cases = CasesForCoverage;
+    auto configurations = BackendRegistry::instance().configurationsToTest(
+        "fake", options.parameters);
+    ASSERT_TRUE(configurations);
+    std::vector<PropertyResult> rows =
+        runPropertyInConfigurations(f, options, *configurations);
+    ASSERT_EQ(rows.size(), configurations->size());
+    int cases = 0, passed = 0;
+    size_t steps = 0;
+    for (const PropertyResult &r : rows) {
+      EXPECT_TRUE(r.status == PropertyResult::Status::Passed ||
+                  r.status == PropertyResult::Status::Skipped)
+          << r.configuration << ": " << r.reason << r.minimalScenario;
+      if (r.status == PropertyResult::Status::Skipped) {
+        EXPECT_FALSE(r.reason.empty()) << r.configuration;
+      }
+      passed += r.status == PropertyResult::Status::Passed;
+      cases += r.cases;
+      steps += r.steps;
+    }
+    EXPECT_GE(passed, 1);
+    EXPECT_GE(cases, CasesForCoverage);
+    EXPECT_GT(steps, 100u);
     return;
   }
   FAIL() << "no family " << GetParam();
@@ -45,12 +68,20 @@ INSTANTIATE_TEST_SUITE_P(Families, FamilyOnFake,
                            return name;
                          });
 
+const PropertyFamily &family(const std::string &name) {
+  for (const PropertyFamily &f : propertyFamilies())
+    if (f.name == name)
+      return f;
+  throw std::runtime_error("no family " + name);
+}
+
 TEST(Properties, AKeyStateNeverReachedFailsInsteadOfPassingVacuously) {
   PropertyFamily f = propertyFamilies().front();
   f.name = "unreachable";
   f.keyLabels = {"a-state-no-command-reaches"};
   PropertyOptions options;
-  options.cases = 5;
+  options.cases = CasesForCoverage;
+  options.maxSteps = 10;
   PropertyResult r = runProperty(f, options);
   EXPECT_EQ(r.status, PropertyResult::Status::Failed);
   EXPECT_NE(r.reason.find("never reached the key state "
@@ -60,18 +91,259 @@ TEST(Properties, AKeyStateNeverReachedFailsInsteadOfPassingVacuously) {
 }
 
 TEST(Properties, AMissingKeyStateRunsMoreBatchesBeforeFailing) {
-  // Coverage must not hinge on one seed: the first batch of 5 cases is
+  // Coverage must not hinge on one seed: the first batch of 25 cases is
   // followed by 3 more under derived seeds before the property fails.
   PropertyFamily f = propertyFamilies().front();
   f.name = "unreachable";
   f.keyLabels = {"a-state-no-command-reaches"};
   PropertyOptions options;
+  options.cases = CasesForCoverage;
+  options.maxSteps = 10;
+  PropertyResult r = runProperty(f, options);
+  EXPECT_EQ(r.status, PropertyResult::Status::Failed);
+  EXPECT_EQ(r.cases, 4 * CasesForCoverage);
+  // A key state the first batch reaches ends the run after it.
+  f.keyLabels = {"create"};
+  r = runProperty(f, options);
+  EXPECT_EQ(r.status, PropertyResult::Status::Passed) << r.reason;
+  EXPECT_EQ(r.cases, CasesForCoverage);
+}
+
+TEST(Properties, FewerCasesThanCoverageNeedsAreNotAFailure) {
+  // Too few cases to reach a key state say nothing about the backend, so the
+  // property passes and says its coverage is incomplete. (The key state here
+  // is one no command reaches, so that no lucky case reaches it.)
+  PropertyFamily f = family("view-sharing");
+  f.keyLabels.push_back("a-state-no-command-reaches");
+  PropertyOptions options;
+  options.cases = 1;
+  PropertyResult r = runProperty(f, options);
+  EXPECT_EQ(r.status, PropertyResult::Status::Incomplete) << r.reason;
+  EXPECT_EQ(r.statusText(), "passed, coverage incomplete");
+  EXPECT_NE(r.reason.find("not reached in 4 case(s)"), std::string::npos)
+      << r.reason;
+  EXPECT_NE(r.reason.find("the 25 coverage needs"), std::string::npos)
+      << r.reason;
+  RunSummary summary;
+  summary.results = {r};
+  EXPECT_TRUE(summary.passed());
+}
+
+TEST(Properties, CasesAreSpreadOverTheConfigurations) {
+  PropertyFamily f = family("view-sharing");
+  f.keyLabels = {"create"};
+  PropertyOptions options;
+  options.cases = 25;
+  auto configurations =
+      BackendRegistry::instance().configurationsToTest("fake");
+  ASSERT_TRUE(configurations);
+  std::vector<PropertyResult> rows =
+      runPropertyInConfigurations(f, options, *configurations);
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_EQ(rows[0].configuration, "default");
+  EXPECT_EQ(rows[1].configuration, "async=1");
+  EXPECT_EQ(rows[2].configuration, "resident=0");
+  EXPECT_EQ(rows[3].configuration, "alignment=4096");
+  EXPECT_EQ(rows[0].cases, 9);
+  EXPECT_EQ(rows[1].cases, 8);
+  EXPECT_EQ(rows[2].status, PropertyResult::Status::Skipped);
+  EXPECT_EQ(rows[2].reason, "the backend declares no resident tensors");
+  EXPECT_EQ(rows[3].cases, 8);
+  // Each row's devices get its configuration and a seed of their own.
+  EXPECT_EQ(rows[1].parameters.at("async"), "1");
+  EXPECT_EQ(rows[1].parameters.count("seed"), 1u);
+  EXPECT_NE(rows[0].seed, rows[1].seed);
+}
+
+TEST(Properties, AsynchronousCompletionRunsWhereAConfigurationDeclaresIt) {
+  // Not a backend named "fake": whatever configuration declares
+  // asynchronous completion.
+  PropertyOptions options;
+  options.cases = 8;
+  auto configurations =
+      BackendRegistry::instance().configurationsToTest("fake");
+  ASSERT_TRUE(configurations);
+  std::vector<PropertyResult> rows = runPropertyInConfigurations(
+      family("async-completion"), options, *configurations);
+  int ran = 0;
+  for (const PropertyResult &r : rows) {
+    if (r.configuration == "async=1") {
+      EXPECT_EQ(r.status, PropertyResult::Status::Passed) << r.reason;
+      EXPECT_EQ(r.cases, options.cases);
+      ++ran;
+      continue;
+    }
+    EXPECT_EQ(r.status, PropertyResult::Status::Skipped) << r.configuration;
+    EXPECT_NE(r.reason.find("does not declare asynchronous completion"),
+              std::string::npos)
+        << r.reason;
+  }
+  EXPECT_EQ(ran, 1);
+  // --param async=1 makes it the only configuration that counts.
+  options.parameters = {{"async", "1"}};
   options.cases = 5;
+  PropertyResult fixed = runProperty(family("async-completion"), options);
+  EXPECT_NE(fixed.status, PropertyResult::Status::Failed) << fixed.reason;
+  EXPECT_EQ(fixed.configuration, "async=1");
+}
+
+TEST(Properties, ThePartnerRunsInItsDefaultConfiguration) {
+  PropertyOptions options;
+  options.against = "fake";
+  options.cases = 6;
+  // The partner is judged by its default configuration's capabilities: that
+  // it does not declare asynchronous completion does not stop the family.
+  std::vector<PropertyResult> rows = runPropertyInConfigurations(
+      family("async-completion"), options, {{{"async", "1"}}});
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_NE(rows[0].status, PropertyResult::Status::Failed) << rows[0].reason;
+  EXPECT_NE(rows[0].status, PropertyResult::Status::Skipped) << rows[0].reason;
+  // A configuration whose outcomes differ from the partner's is skipped.
+  rows = runPropertyInConfigurations(family("copy-outputs-to-host"), options,
+                                     {{{"resident", "0"}}});
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].status, PropertyResult::Status::Skipped);
+  EXPECT_EQ(rows[0].reason, "the partner 'fake' in its default configuration "
+                            "differs in resident-tensors, which changes "
+                            "outcomes");
+}
+
+TEST(Properties, AParameterOfMovesBetweenDevicesIsTestedWhereTheyMove) {
+  // The fake device's alignment, declared here as mattering only where
+  // tensors move between devices, to see the sweep honour a parameter's
+  // scope.
+  BackendInfo info = fake::fakeBackendInfo();
+  info.name = "scoped-fake";
+  info.testOnly = true;
+  for (BackendParameter &p : info.parameters)
+    if (p.name == "alignment")
+      p.scope = BackendParameter::Scope::BetweenDevices;
+  BackendRegistry::instance().add(info);
+  // Key states every case reaches, so that no coverage round adds cases.
+  PropertyFamily viewSharing = family("view-sharing");
+  PropertyFamily crossDevice = family("cross-device");
+  viewSharing.keyLabels = crossDevice.keyLabels = {"create"};
+  PropertyOptions options;
+  options.backend = "scoped-fake";
+  options.cases = 4;
+  std::vector<ParameterMap> configurations = {{}, {{"alignment", "4096"}}};
+  std::vector<PropertyResult> one =
+      runPropertyInConfigurations(viewSharing, options, configurations);
+  EXPECT_EQ(one[1].status, PropertyResult::Status::Skipped);
+  EXPECT_EQ(one[1].reason, "parameter 'alignment' matters only where tensors "
+                           "move between devices, which this family is not "
+                           "about");
+  EXPECT_EQ(one[0].cases, 4);
+  std::vector<PropertyResult> two =
+      runPropertyInConfigurations(crossDevice, options, configurations);
+  EXPECT_NE(two[1].status, PropertyResult::Status::Skipped) << two[1].reason;
+  EXPECT_EQ(two[1].cases, 2);
+  // Fixed with --param, it holds in every family.
+  options.parameters = {{"alignment", "4096"}};
+  std::vector<PropertyResult> fixed = runPropertyInConfigurations(
+      family("view-sharing"), options, {{{"alignment", "4096"}}});
+  EXPECT_NE(fixed[0].status, PropertyResult::Status::Skipped)
+      << fixed[0].reason;
+}
+
+TEST(Properties, AFailureNamesItsConfigurationAndReplaysWithIt) {
+  PropertyOptions options;
+  options.backend = "mutant:accounting-drift";
+  options.parameters = {{"async", "1"}};
+  options.cases = 5;
+  options.failureDirectory = ::testing::TempDir();
+  PropertyResult r = runProperty(family("view-sharing"), options);
+  ASSERT_EQ(r.status, PropertyResult::Status::Failed) << r.reason;
+  EXPECT_EQ(r.configuration, "async=1");
+  EXPECT_NE(r.scenarioFile.find("view-sharing-mutant_accounting-drift-async=1-"
+                                "1.scn"),
+            std::string::npos)
+      << r.scenarioFile;
+  EXPECT_EQ(r.replayCommand, "drt-replay " + r.scenarioFile +
+                                 " --backend mutant:accounting-drift --param "
+                                 "async=1 --param seed=" +
+                                 r.parameters.at("seed"));
+  // The printed scenario carries no configuration: it runs on any backend.
+  EXPECT_EQ(r.minimalScenario.find("async"), std::string::npos)
+      << r.minimalScenario;
+  std::ifstream file(r.scenarioFile);
+  std::string first, second;
+  std::getline(file, first);
+  std::getline(file, second);
+  EXPECT_NE(first.find("in configuration async=1"), std::string::npos) << first;
+  EXPECT_EQ(second, "# replay: " + r.replayCommand);
+}
+
+TEST(Properties, FailFastStopsAtTheFirstFailingConfiguration) {
+  PropertyOptions options;
+  options.backend = "mutant:accounting-drift";
+  options.cases = 4;
+  options.failureDirectory = ::testing::TempDir();
+  options.failFast = true;
+  std::vector<PropertyResult> rows = runPropertyInConfigurations(
+      family("view-sharing"), options, {{}, {{"async", "1"}}});
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].status, PropertyResult::Status::Failed);
+  EXPECT_EQ(rows[1].status, PropertyResult::Status::Skipped);
+  EXPECT_EQ(rows[1].reason, "not run: --fail-fast stopped at the failure in "
+                            "configuration default");
+  options.failFast = false;
+  rows = runPropertyInConfigurations(family("view-sharing"), options,
+                                     {{}, {{"async", "1"}}});
+  EXPECT_EQ(rows[1].status, PropertyResult::Status::Failed) << rows[1].reason;
+}
+
+TEST(Report, SummaryColumnsStayAlignedForLongNames) {
+  RunSummary summary;
+  PropertyResult a;
+  a.name = "destruction-releases-once";
+  a.backend = "mutant:run-leaks-output-copies";
+  a.configuration = "pinned-staging=1 shared-context=0";
+  a.cases = 12;
+  PropertyResult b;
+  b.name = "mixed";
+  b.backend = "fake";
+  b.configuration = "default";
+  b.status = PropertyResult::Status::Skipped;
+  b.reason = "why";
+  summary.results = {a, b};
+  std::string table = summaryTable(summary);
+  std::vector<std::string> lines;
+  std::istringstream in(table);
+  for (std::string line; std::getline(in, line);)
+    lines.push_back(line);
+  ASSERT_EQ(lines.size(), 4u) << table;
+  // Every column starts where its header does, on every row.
+  for (const char *header :
+       {"backend", "configuration", "cases", "steps", "result", "coverage"}) {
+    size_t column = lines[0].find(header);
+    ASSERT_NE(column, std::string::npos) << header;
+    for (size_t row : {2u, 3u}) {
+      ASSERT_GT(lines[row].size(), column) << table;
+      EXPECT_NE(lines[row][column], ' ') << header << " in " << lines[row];
+      EXPECT_EQ(lines[row][column - 1], ' ') << header << " in " << lines[row];
+    }
+  }
+}
+
+TEST(Properties, TooFewAllocationsOnOneDeviceRunMoreBatchesBeforeFailing) {
+  // Like a missing key state: on a slow machine the first cases may be all
+  // that a time budget allows, so the property runs on before it fails.
+  PropertyFamily f = propertyFamilies().front();
+  f.name = "allocating";
+  f.keyLabels.clear();
+  f.minAllocationsOnOneDevice = 1000000;
+  PropertyOptions options;
+  options.cases = 5;
+  options.maxSteps = 10;
   PropertyResult r = runProperty(f, options);
   EXPECT_EQ(r.status, PropertyResult::Status::Failed);
   EXPECT_EQ(r.cases, 20);
-  // A key state the first batch reaches ends the run after it.
-  f.keyLabels = {"create"};
+  EXPECT_NE(r.reason.find("never made 1000000 allocations on one device"),
+            std::string::npos)
+      << r.reason;
+  // A target the first batch meets ends the run after it.
+  f.minAllocationsOnOneDevice = 1;
   r = runProperty(f, options);
   EXPECT_EQ(r.status, PropertyResult::Status::Passed) << r.reason;
   EXPECT_EQ(r.cases, 5);

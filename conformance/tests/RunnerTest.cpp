@@ -1,5 +1,8 @@
 //===- RunnerTest.cpp - The runner, the model and differential mode -------===//
 #include "drt/conformance/Runner.h"
+#include "drt/BackendRegistry.h"
+#include "drt/conformance/Configuration.h"
+#include "drt/conformance/Model.h"
 #include "drt/conformance/ScenarioText.h"
 
 #include <gtest/gtest.h>
@@ -245,6 +248,103 @@ to-device a d0 -> error DeviceError
   EXPECT_EQ(r.divergence->step, 3u);
   EXPECT_EQ(r.divergence->what, "completion callbacks");
   EXPECT_EQ(r.divergence->observed, "0 call(s)");
+}
+
+TEST(Runner, EachDeviceIsHeldToItsOwnCapabilities) {
+  // d0 keeps nothing resident, d1 does: the model must not apply d0's
+  // capabilities to d1 (or the other way round).
+  RunResult r = run(R"(device d0 resident=0
+device d1
+create a f32 [4] fill=1
+to-device a d0 -> error NotSupported
+alloc l d0 16 -> error NotSupported
+to-device a d1
+create o f32 [4]
+add-network n d0 f32 [4] o=scale(x,2)
+run n x=a o=o
+read o
+read a
+alloc m d1 16
+free m d1
+)");
+  EXPECT_TRUE(r.passed()) << (r.divergence ? r.divergence->toString()
+                                           : r.setupError);
+  // The run on d0 brought its input home from d1 and left its output on
+  // host.
+  EXPECT_GE(r.labels["run-copies-outputs-to-host"], 1);
+  EXPECT_GE(r.labels["run-input-moved"], 1);
+}
+
+TEST(Runner, TheModelTakesEachDevicesTraits) {
+  DeviceSpec d0, d1;
+  d0.name = "d0";
+  d1.name = "d1";
+  Model model({d0, d1}, [](const DeviceSpec &spec) {
+    DeviceTraits t;
+    t.capabilities.residentTensors = spec.name == "d1";
+    t.capabilities.faultInjection = spec.name == "d0";
+    t.maximumMemory = spec.name == "d0" ? 0 : 32;
+    return t;
+  });
+  auto step = [&](const std::string &line) {
+    ParseResult p = parseScenario("device d0\ndevice d1\n" + line);
+    EXPECT_TRUE(std::holds_alternative<Scenario>(p)) << line;
+    return model.apply(std::get<Scenario>(p).commands.back()).outcome;
+  };
+  EXPECT_EQ(step("create a f32 [4]\n"), Outcome::ok());
+  EXPECT_EQ(step("create a f32 [4]\nto-device a d0\n"),
+            Outcome::error(ErrorCode::NotSupported));
+  EXPECT_EQ(step("create a f32 [4]\nto-device a d1\n"), Outcome::ok());
+  EXPECT_EQ(step("inject-fault d1 run nth=1 DeviceError\n"),
+            Outcome::error(ErrorCode::NotSupported));
+  EXPECT_EQ(step("inject-fault d0 run nth=1 DeviceError\n"), Outcome::ok());
+  // d1 enforces the 32 bytes it reported; 16 are in use.
+  EXPECT_EQ(step("alloc l d1 17\n"), Outcome::error(ErrorCode::OutOfMemory));
+  EXPECT_EQ(step("alloc l2 d1 16\n"), Outcome::ok());
+}
+
+TEST(Runner, ADeviceWithoutABudgetHasItsBackendsDefault) {
+  // The fake device's default budget is 1 GiB: one byte more is
+  // OutOfMemory, and the expectations the model writes say so.
+  const char *text = "device d0\nalloc l d0 1073741825 -> error OutOfMemory\n";
+  RunResult r = run(text);
+  EXPECT_TRUE(r.passed()) << (r.divergence ? r.divergence->toString()
+                                           : r.setupError);
+  Scenario unannotated = parse("device d0\nalloc l d0 1073741825\n");
+  Scenario annotated = annotateExpectations(unannotated, "fake");
+  EXPECT_EQ(annotated.commands[0].expect,
+            Outcome::error(ErrorCode::OutOfMemory));
+  // A budget given in the scenario is the one enforced.
+  annotated = annotateExpectations(
+      parse("device d0 budget=2147483648\nalloc l d0 1073741825\n"), "fake");
+  EXPECT_EQ(annotated.commands[0].expect, Outcome::ok());
+}
+
+TEST(Runner, TheConfigurationOfTheBackendUnderTestDoesNotReachThePartner) {
+  if (!BackendRegistry::instance().find("opencl"))
+    GTEST_SKIP() << "the OpenCL backend is not built";
+  // "async" is the fake device's alone: the OpenCL partner would refuse it.
+  Scenario s = configureScenario(parse(R"(device d0
+device d1
+create a f32 [4] fill=2
+to-device a d0
+to-device a d1
+read a -> violation host-access-while-device
+)"),
+                                 "fake", {{"async", "1"}, {"seed", "4"}});
+  EXPECT_EQ(s.devices[0].parameters.at("fake:async"), "1");
+  RunOptions options;
+  options.backend = "fake";
+  options.against = "opencl";
+  RunResult r = runScenario(s, options);
+  EXPECT_TRUE(r.passed()) << (r.divergence ? r.divergence->toString()
+                                           : r.setupError);
+  // Given to OpenCL itself, it is refused with the parameters it knows.
+  options.backend = "opencl";
+  options.against = "";
+  r = runScenario(configureScenario(s, "opencl", {{"async", "1"}}), options);
+  EXPECT_NE(r.setupError.find("unknown parameter 'async'"), std::string::npos)
+      << r.setupError;
 }
 
 } // namespace

@@ -163,6 +163,37 @@ RC_GTEST_PROP(ScenarioText, EveryPatternPrintsAndParsesBack, (uint64_t raw)) {
             !std::isdigit(static_cast<unsigned char>(text[0])));
 }
 
+TEST(ScenarioText, ValidTypesTooLargeForTheRunnerAreRefusedWithTheLine) {
+  // 2^46 bytes is the largest valid type (drt::MaxTensorBytes); the runner
+  // cannot hold it, so the scenario is refused, naming the line.
+  EXPECT_EQ(parseError("device d0\n# big\ncreate t u8 [70368744177664]\n"),
+            "3:1: expected a well-formed scenario: step 1 (create): tensor 't' "
+            "of type u8[70368744177664] holds 70368744177664 bytes, more than "
+            "the 2147483648 bytes a scenario may create (the runner and the "
+            "model hold every tensor in host memory); types over "
+            "70368744177664 bytes, which the contract refuses, may be "
+            "written");
+  EXPECT_NE(parseError("device d0\ncreate t f32 [4096x4096x1024]\n")
+                .find("holds 68719476736 bytes"),
+            std::string::npos);
+  // Invalid types stay writable: they test the violation.
+  parseOk("device d0\ncreate t u8 [70368744177665] -> violation "
+          "invalid-tensor-type\n");
+  parseOk("device d0\ncreate t f32 [4096x4096x4096x4096] -> violation "
+          "invalid-tensor-type\n");
+  parseOk("device d0\ncreate t u8 [2147483648]\n");
+  EXPECT_NE(parseError("device d0\ncreate t u8 [2147483649]\n")
+                .find("holds 2147483649 bytes"),
+            std::string::npos);
+}
+
+TEST(ScenarioText, ParametersForOneBackendRoundTrip) {
+  const char *text = "device d0 fake:async=1 seed=3\ncreate a f32 [4]\n";
+  Scenario s = parseOk(text);
+  EXPECT_EQ(s.devices[0].parameters.at("fake:async"), "1");
+  EXPECT_EQ(printScenario(s), text);
+}
+
 TEST(ScenarioText, ValidationRejectsLocationsOfAnotherDevice) {
   EXPECT_EQ(parseError("device d0\ndevice d1\nalloc L d0 16\nfree L d1\n"),
             "4:1: expected a well-formed scenario: step 2 (free): location "

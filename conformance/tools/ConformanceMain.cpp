@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "drt/BackendRegistry.h"
+#include "drt/conformance/Configuration.h"
 #include "drt/conformance/Properties.h"
 #include "drt/conformance/Report.h"
 
@@ -13,6 +14,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <string>
@@ -26,17 +29,23 @@ const char *Usage =
     "usage: drt-conformance [--backend NAME|all] [--against NAME] [--seed N]\n"
     "                       [--cases N | --time-budget SECONDS]\n"
     "                       [--max-steps N] [--filter PATTERN]\n"
-    "                       [--list] [--junit FILE] [--report FILE]\n"
-    "                       [--failures-dir DIR] [--fail-fast] [--census]\n"
-    "Runs the residency conformance properties. Each property runs cases\n"
-    "for --time-budget seconds (default 0.5; at least 10 cases), or exactly\n"
-    "--cases N cases. --report FILE writes a\n"
-    "Markdown summary to FILE and JSON to FILE.json. GTEST_TOTAL_SHARDS and\n"
-    "GTEST_SHARD_INDEX split the cases of every property across shards.\n"
-    "--fail-fast stops after the first failing property. --census prints\n"
-    "what the run's scenarios drew on (size classes, kinds, values, command\n"
-    "pairs, states, faults, allocations). A run of every property fails when\n"
-    "a size class, element kind or value class is never reached.\n";
+    "                       [--param KEY=VALUE]... [--list] [--junit FILE]\n"
+    "                       [--report FILE] [--failures-dir DIR] [--fail-fast]\n"
+    "                       [--census]\n"
+    "Runs the residency conformance properties on each backend, in each of\n"
+    "the configurations its parameters declare worth testing (--list shows\n"
+    "them). Each property runs cases for --time-budget seconds (default 0.5;\n"
+    "at least 10 cases), or exactly --cases N cases, spread over the\n"
+    "configurations. --param KEY=VALUE (or BACKEND:KEY=VALUE for one backend)\n"
+    "fixes a parameter of the backend under test on every device it creates;\n"
+    "the others are still swept. The --against partner always runs in its\n"
+    "default configuration. --report FILE writes a Markdown summary to FILE\n"
+    "and JSON to FILE.json. GTEST_TOTAL_SHARDS and GTEST_SHARD_INDEX split the\n"
+    "cases of every property across shards. --fail-fast stops after the first\n"
+    "failing property. --census prints what the run's scenarios drew on (size\n"
+    "classes, kinds, values, command pairs, states, faults, allocations). A\n"
+    "run of every property fails when a size class, element kind or value\n"
+    "class is never reached.\n";
 
 /// '*' matches any run of characters; a pattern without '*' matches a
 /// substring. Several patterns may be separated by ':'.
@@ -91,10 +100,36 @@ void list() {
   for (const PropertyFamily &f : propertyFamilies())
     std::cout << "  " << f.name << "\n      " << f.description << "\n";
   std::cout << "Backends:\n";
-  for (const BackendInfo &b : BackendRegistry::instance().list())
+  for (const BackendInfo &b : BackendRegistry::instance().list()) {
     std::cout << "  " << b.name << (b.testOnly ? " (test only)" : "")
               << "\n      " << b.description
-              << "\n      capabilities: " << b.capabilities.toString() << "\n";
+              << "\n      capabilities (default configuration): "
+              << b.capabilities.toString() << "\n";
+    for (const BackendParameter &p : b.parameters) {
+      std::cout << "      parameter " << p.name << "="
+                << (p.defaultValue.empty() ? "(unset)" : p.defaultValue) << ": "
+                << p.meaning << "; " << p.allowedValues();
+      if (p.testValues.size() > 1) {
+        std::cout << "; tested:";
+        for (const std::string &v : p.testValues)
+          std::cout << " " << v;
+      }
+      std::cout << "\n";
+    }
+    auto configurations =
+        BackendRegistry::instance().configurationsToTest(b.name);
+    if (!configurations)
+      continue;
+    std::cout << "      configurations tested:";
+    for (size_t i = 0; i < configurations->size(); ++i) {
+      const ParameterMap &c = (*configurations)[i];
+      std::cout << (i ? "; " : " ") << configurationName(c);
+      auto caps = BackendRegistry::instance().capabilitiesFor(b.name, c);
+      if (caps && !c.empty() && caps->toString() != b.capabilities.toString())
+        std::cout << " (" << caps->toString() << ")";
+    }
+    std::cout << "\n";
+  }
 }
 
 bool writeFile(const std::string &path, const std::string &text) {
@@ -107,13 +142,13 @@ bool writeFile(const std::string &path, const std::string &text) {
   return true;
 }
 
-} // namespace
-
-int main(int argc, char **argv) {
+/// The program; main() adds the last-resort catch.
+int run(int argc, char **argv) {
   std::string backend = "all", against, filter, junit, report, failuresDir;
   long seed = 1, cases = 0, maxSteps = 40;
   double timeBudget = 0.5;
   bool failFast = false, printCensus = false;
+  ParameterMap parameters;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto value = [&]() -> const char * {
@@ -164,7 +199,15 @@ int main(int argc, char **argv) {
       failFast = true;
     else if (arg == "--census")
       printCensus = true;
-    else if (arg == "--list") {
+    else if (arg == "--param") {
+      std::string text = value(), key, v;
+      if (!parseParameterOption(text, key, v)) {
+        std::cerr << "drt-conformance: --param expects KEY=VALUE, got '" << text
+                  << "'\n";
+        return 2;
+      }
+      parameters[key] = v;
+    } else if (arg == "--list") {
       list();
       return 0;
     } else if (arg == "--help" || arg == "-h") {
@@ -191,6 +234,41 @@ int main(int argc, char **argv) {
   if (!against.empty() && !BackendRegistry::instance().find(against)) {
     std::cerr << "drt-conformance: unknown backend '" << against << "'\n";
     return 2;
+  }
+  // A parameter written BACKEND:KEY must name a backend under test.
+  for (const auto &[key, v] : parameters) {
+    size_t colon = key.rfind(':');
+    if (colon == std::string::npos)
+      continue;
+    std::string named = key.substr(0, colon);
+    if (std::find(backends.begin(), backends.end(), named) == backends.end()) {
+      std::cerr << "drt-conformance: --param " << key << "=" << v
+                << " is for backend '" << named
+                << "', which is not under test\n";
+      return 2;
+    }
+  }
+  std::map<std::string, std::vector<ParameterMap>> configurations;
+  for (const std::string &b : backends) {
+    auto sweep =
+        BackendRegistry::instance().configurationsToTest(b, parameters);
+    if (!sweep) {
+      std::cerr << "drt-conformance: --param: " << sweep.takeError().message()
+                << "\n";
+      return 2;
+    }
+    configurations[b] = std::move(*sweep);
+  }
+  if (!failuresDir.empty()) {
+    std::error_code error;
+    std::filesystem::create_directories(failuresDir, error);
+    if (error || !std::filesystem::is_directory(failuresDir)) {
+      std::cerr << "drt-conformance: --failures-dir " << failuresDir
+                << ": cannot create the directory"
+                << (error ? " (" + error.message() + ")" : std::string())
+                << "\n";
+      return 2;
+    }
   }
 
   RunSummary summary;
@@ -238,29 +316,37 @@ int main(int argc, char **argv) {
       options.shardIndex = summary.shardIndex;
       options.shardCount = summary.shardCount;
       options.failureDirectory = failuresDir;
-      PropertyResult r = runProperty(*f, options);
+      options.parameters = BackendRegistry::parametersFor(b, parameters);
+      options.failFast = failFast;
+      std::vector<PropertyResult> rows =
+          runPropertyInConfigurations(*f, options, configurations.at(b));
       ++done;
-      char head[32];
-      std::snprintf(head, sizeof head, "[%2zu/%zu] ", done, total);
-      std::cout << head << f->name << " on " << b
-                << (partner.empty() ? "" : " against " + partner) << ": "
-                << r.statusText() << ", " << r.cases << " cases, " << r.steps
-                << " steps, " << int(r.seconds * 1000) << " ms";
-      if (r.status == PropertyResult::Status::Skipped)
-        std::cout << " (" << r.reason << ")";
-      std::cout << std::endl;
-      if (r.status == PropertyResult::Status::Failed) {
-        std::cout << r.reason << (r.reason.back() == '\n' ? "" : "\n");
-        if (!r.minimalScenario.empty())
-          std::cout << "  minimal scenario (" << r.minimalLength
-                    << " steps after " << r.shrinksAccepted << " of "
-                    << r.shrinksTried << " shrinks), seed " << seed << ":\n"
-                    << r.minimalScenario << "  replay: " << r.replayCommand
-                    << "\n";
-        std::cout << std::flush;
+      bool stop = false;
+      for (PropertyResult &r : rows) {
+        char head[32];
+        std::snprintf(head, sizeof head, "[%2zu/%zu] ", done, total);
+        std::cout << head << f->name << " on " << b << " [" << r.configuration
+                  << "]" << (partner.empty() ? "" : " against " + partner)
+                  << ": " << r.statusText() << ", " << r.cases << " cases, "
+                  << r.steps << " steps, " << int(r.seconds * 1000) << " ms";
+        if (r.status == PropertyResult::Status::Skipped ||
+            r.status == PropertyResult::Status::Incomplete)
+          std::cout << " (" << r.reason << ")";
+        std::cout << std::endl;
+        if (r.status == PropertyResult::Status::Failed) {
+          std::cout << r.reason << (r.reason.back() == '\n' ? "" : "\n");
+          if (!r.minimalScenario.empty())
+            std::cout << "  minimal scenario (" << r.minimalLength
+                      << " steps after " << r.shrinksAccepted << " of "
+                      << r.shrinksTried << " shrinks), seed " << seed
+                      << ", configuration " << r.configuration << ":\n"
+                      << r.minimalScenario << "  replay: " << r.replayCommand
+                      << "\n";
+          std::cout << std::flush;
+        }
+        stop = stop || (failFast && r.status == PropertyResult::Status::Failed);
+        summary.results.push_back(std::move(r));
       }
-      bool stop = failFast && r.status == PropertyResult::Status::Failed;
-      summary.results.push_back(std::move(r));
       if (stop)
         break;
     }
@@ -306,4 +392,20 @@ int main(int argc, char **argv) {
     written &= writeFile(report + ".json", jsonReport(summary));
   }
   return passed && written ? 0 : 1;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  // Every expected failure is a value; anything thrown is a defect in the
+  // suite or in the backend, and is reported instead of aborting.
+  try {
+    return run(argc, argv);
+  } catch (const std::exception &e) {
+    std::cerr << "drt-conformance: stopped by an unexpected exception: "
+              << e.what() << "\n";
+  } catch (...) {
+    std::cerr << "drt-conformance: stopped by an unexpected exception\n";
+  }
+  return 3;
 }

@@ -1,39 +1,106 @@
 //===- ReplayMain.cpp - drt-replay ----------------------------------------===//
 //
-// drt-replay FILE [--backend NAME] [--against NAME] [--trace]: runs one
-// scenario against a backend, comparing it with the reference model after
-// every step; --trace prints every step with its observations.
+// drt-replay FILE --backend NAME [--against NAME] [--param KEY=VALUE]...
+// [--trace]: runs one scenario against a backend, comparing it with the
+// reference model after every step; --trace prints every step with its
+// observations.
 //
 //===----------------------------------------------------------------------===//
+#include "drt/BackendRegistry.h"
+#include "drt/conformance/Configuration.h"
 #include "drt/conformance/Runner.h"
 #include "drt/conformance/ScenarioText.h"
 
+#include <exception>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 
+using namespace drt;
 using namespace drt::conformance;
 
-int main(int argc, char **argv) {
-  std::string file, backend = "fake", against;
+namespace {
+
+const char *Usage =
+    "usage: drt-replay FILE --backend NAME [--against NAME]\n"
+    "                  [--param KEY=VALUE]... [--trace]\n"
+    "Runs the scenario in FILE on backend NAME and compares it with the\n"
+    "reference model after every step; exits 0 when it passes, 1 on a\n"
+    "divergence, 2 on a usage, parse or setup error, 3 on an unexpected\n"
+    "exception. --against runs a second backend in lockstep, in its default\n"
+    "configuration. --param sets a parameter of the backend under test on\n"
+    "every device the scenario declares (drt-conformance --list shows each\n"
+    "backend's parameters). --trace prints every step with its\n"
+    "observations.\n";
+
+std::string registeredBackends() {
+  std::string out;
+  for (const BackendInfo &b : BackendRegistry::instance().list())
+    out += (out.empty() ? "" : ", ") + b.name;
+  return out.empty() ? "none" : out;
+}
+
+/// The program; main() adds the last-resort catch.
+int run(int argc, char **argv) {
+  std::string file, backend, against;
+  ParameterMap parameters;
   bool trace = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
-    if ((arg == "--backend" || arg == "--against") && i + 1 < argc)
+    bool hasValue = i + 1 < argc;
+    if (arg == "--help" || arg == "-h") {
+      std::cout << Usage;
+      return 0;
+    }
+    if ((arg == "--backend" || arg == "--against") && hasValue) {
       (arg == "--backend" ? backend : against) = argv[++i];
-    else if (arg == "--trace")
+    } else if (arg == "--param" && hasValue) {
+      std::string key, value;
+      if (!parseParameterOption(argv[++i], key, value)) {
+        std::cerr << "drt-replay: --param expects KEY=VALUE, got '" << argv[i]
+                  << "'\n";
+        return 2;
+      }
+      parameters[key] = value;
+    } else if (arg == "--trace") {
       trace = true;
-    else if (arg.rfind("--", 0) != 0 && file.empty())
+    } else if (arg.rfind("--", 0) != 0 && file.empty()) {
       file = arg;
-    else {
-      std::cerr << "usage: drt-replay FILE [--backend NAME] [--against NAME] "
-                   "[--trace]\n";
+    } else {
+      std::cerr << "drt-replay: unexpected argument '" << arg << "'\n" << Usage;
       return 2;
     }
   }
   if (file.empty()) {
-    std::cerr << "usage: drt-replay FILE [--backend NAME] [--against NAME] "
-                 "[--trace]\n";
+    std::cerr << "drt-replay: no scenario file given\n" << Usage;
+    return 2;
+  }
+  if (backend.empty()) {
+    std::cerr << "drt-replay: no --backend given; registered backends: "
+              << registeredBackends() << "\n";
+    return 2;
+  }
+  for (const std::string &name : {backend, against})
+    if (!name.empty() && !BackendRegistry::instance().find(name)) {
+      std::cerr << "drt-replay: unknown backend '" << name
+                << "'; registered backends: " << registeredBackends() << "\n";
+      return 2;
+    }
+  for (const auto &[key, value] : parameters) {
+    size_t colon = key.rfind(':');
+    if (colon != std::string::npos && key.substr(0, colon) != backend) {
+      std::cerr << "drt-replay: --param " << key << "=" << value
+                << " is for backend '" << key.substr(0, colon)
+                << "', not the backend under test '" << backend << "'\n";
+      return 2;
+    }
+  }
+  ParameterMap given = BackendRegistry::parametersFor(backend, parameters);
+  if (auto checked =
+          BackendRegistry::instance().capabilitiesFor(backend, given);
+      !checked) {
+    std::cerr << "drt-replay: --param: " << checked.takeError().message()
+              << "\n";
     return 2;
   }
   std::ifstream in(file);
@@ -48,25 +115,44 @@ int main(int argc, char **argv) {
     std::cerr << file << ":" << error->toString() << "\n";
     return 2;
   }
-  const Scenario &scenario = std::get<Scenario>(parsed);
+  Scenario scenario =
+      configureScenario(std::get<Scenario>(parsed), backend, given);
   RunOptions options;
   options.backend = backend;
   options.against = against;
   if (trace)
     options.trace = [](const std::string &line) { std::cout << line << "\n"; };
   RunResult result = runScenario(scenario, options);
+  std::string where =
+      backend + (given.empty() ? "" : " [" + configurationName(given) + "]") +
+      (against.empty() ? "" : " against " + against);
   if (!result.setupError.empty()) {
-    std::cerr << "drt-replay: " << result.setupError << "\n";
+    std::cerr << "drt-replay: " << file << " on " << where << ": "
+              << result.setupError << "\n";
     return 2;
   }
   if (result.divergence) {
-    std::cout << file << ": FAILED on " << backend
-              << (against.empty() ? "" : " against " + against) << "\n"
+    std::cout << file << ": FAILED on " << where << "\n"
               << result.divergence->toString();
     return 1;
   }
-  std::cout << file << ": passed on " << backend
-            << (against.empty() ? "" : " against " + against) << " ("
-            << result.steps << " steps)\n";
+  std::cout << file << ": passed on " << where << " (" << result.steps
+            << " steps)\n";
   return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  // Every expected failure is a value; anything thrown is a defect in the
+  // suite or in the backend, and is reported instead of aborting.
+  try {
+    return run(argc, argv);
+  } catch (const std::exception &e) {
+    std::cerr << "drt-replay: stopped by an unexpected exception: " << e.what()
+              << "\n";
+  } catch (...) {
+    std::cerr << "drt-replay: stopped by an unexpected exception\n";
+  }
+  return 3;
 }

@@ -1,11 +1,130 @@
-//===- BackendRegistry.cpp - Backends by name
-//------------------------------===//
+//===- BackendRegistry.cpp - Backends by name -----------------------------===//
 #include "drt/BackendRegistry.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 
 namespace drt {
+
+namespace {
+
+std::optional<bool> parseBoolean(const std::string &text) {
+  if (text == "1" || text == "true" || text == "on")
+    return true;
+  if (text == "0" || text == "false" || text == "off")
+    return false;
+  return std::nullopt;
+}
+
+std::optional<uint64_t> parseUnsigned(const std::string &text) {
+  uint64_t value = 0;
+  auto [end, ec] =
+      std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size())
+    return std::nullopt;
+  return value;
+}
+
+std::string joinedNames(const std::vector<BackendParameter> &declared) {
+  std::string out;
+  for (const BackendParameter &p : declared)
+    out += (out.empty() ? "" : ", ") + p.name;
+  return out.empty() ? "none" : out;
+}
+
+} // namespace
+
+BackendParameter BackendParameter::boolean(std::string name, bool defaultValue,
+                                           std::string meaning) {
+  BackendParameter p;
+  p.name = std::move(name);
+  p.kind = Kind::Boolean;
+  p.defaultValue = defaultValue ? "1" : "0";
+  p.meaning = std::move(meaning);
+  p.testValues = {p.defaultValue, defaultValue ? "0" : "1"};
+  return p;
+}
+
+BackendParameter BackendParameter::unsignedInRange(
+    std::string name, uint64_t defaultValue, uint64_t minimum, uint64_t maximum,
+    std::string meaning, std::vector<uint64_t> testValues) {
+  BackendParameter p;
+  p.name = std::move(name);
+  p.kind = Kind::Unsigned;
+  p.defaultValue = std::to_string(defaultValue);
+  p.meaning = std::move(meaning);
+  p.minimum = minimum;
+  p.maximum = maximum;
+  p.testValues = {p.defaultValue};
+  for (uint64_t v : testValues)
+    if (v != defaultValue)
+      p.testValues.push_back(std::to_string(v));
+  return p;
+}
+
+BackendParameter BackendParameter::text(std::string name, std::string meaning) {
+  BackendParameter p;
+  p.name = std::move(name);
+  p.kind = Kind::Text;
+  p.meaning = std::move(meaning);
+  p.testValues = {""};
+  return p;
+}
+
+std::string BackendParameter::allowedValues() const {
+  switch (kind) {
+  case Kind::Boolean:
+    return "0 or 1 (also true/false, on/off)";
+  case Kind::Unsigned:
+    return std::string(powerOfTwo ? "a power of two" : "an integer") +
+           " from " + std::to_string(minimum) + " to " +
+           std::to_string(maximum);
+  case Kind::Text:
+    return "any text";
+  }
+  return "?";
+}
+
+Error BackendParameter::check(const std::string &value,
+                              const std::string &where) const {
+  bool ok = true;
+  switch (kind) {
+  case Kind::Boolean:
+    ok = parseBoolean(value).has_value();
+    break;
+  case Kind::Unsigned: {
+    std::optional<uint64_t> v = parseUnsigned(value);
+    ok = v && *v >= minimum && *v <= maximum &&
+         (!powerOfTwo || (*v != 0 && (*v & (*v - 1)) == 0));
+    break;
+  }
+  case Kind::Text:
+    break;
+  }
+  if (ok)
+    return Error::success();
+  return makeError(ErrorCode::InvalidArgument,
+                   where + ": parameter '" + name + "' must be " +
+                       allowedValues() + ", got '" + value + "'");
+}
+
+Error checkParameters(const DeviceConfig &config,
+                      const std::vector<BackendParameter> &declared,
+                      const std::string &who) {
+  for (const auto &[key, value] : config.parameters) {
+    auto it = std::find_if(
+        declared.begin(), declared.end(),
+        [&key = key](const BackendParameter &p) { return p.name == key; });
+    if (it == declared.end())
+      return makeError(ErrorCode::InvalidArgument,
+                       who + ": unknown parameter '" + key +
+                           "' (known: " + joinedNames(declared) + ")");
+    if (Error e = it->check(value, who))
+      return e;
+  }
+  return Error::success();
+}
 
 BackendRegistry &BackendRegistry::instance() {
   static BackendRegistry registry;
@@ -47,20 +166,76 @@ std::vector<std::string> BackendRegistry::productionNames() const {
   return out;
 }
 
+Error BackendRegistry::unknownBackend(const std::string &name) const {
+  std::string known;
+  for (const BackendInfo &b : list())
+    known += (known.empty() ? "" : ", ") + b.name;
+  return makeError(ErrorCode::InvalidArgument,
+                   "unknown backend '" + name + "'; registered backends: " +
+                       (known.empty() ? "none" : known));
+}
+
+ParameterMap BackendRegistry::parametersFor(const std::string &backend,
+                                            const ParameterMap &parameters) {
+  ParameterMap out;
+  ParameterMap qualified;
+  for (const auto &[key, value] : parameters) {
+    size_t colon = key.rfind(':');
+    if (colon == std::string::npos)
+      out[key] = value;
+    else if (key.compare(0, colon, backend) == 0 && colon == backend.size())
+      qualified[key.substr(colon + 1)] = value;
+  }
+  for (auto &[key, value] : qualified)
+    out[key] = std::move(value);
+  return out;
+}
+
+Expected<Capabilities>
+BackendRegistry::capabilitiesFor(const std::string &name,
+                                 const ParameterMap &parameters) const {
+  const BackendInfo *info = find(name);
+  if (!info)
+    return unknownBackend(name);
+  DeviceConfig config;
+  config.name = name;
+  config.parameters = parametersFor(name, parameters);
+  if (Error e =
+          checkParameters(config, info->parameters, "backend '" + name + "'"))
+    return e;
+  return info->capabilitiesFor ? info->capabilitiesFor(config)
+                               : info->capabilities;
+}
+
+Expected<std::vector<ParameterMap>>
+BackendRegistry::configurationsToTest(const std::string &name,
+                                      const ParameterMap &fixed) const {
+  auto checked = capabilitiesFor(name, fixed);
+  if (!checked)
+    return checked.takeError();
+  ParameterMap base = parametersFor(name, fixed);
+  std::vector<ParameterMap> out = {base};
+  for (const BackendParameter &p : find(name)->parameters) {
+    if (base.count(p.name))
+      continue;
+    for (size_t v = 1; v < p.testValues.size(); ++v) {
+      ParameterMap config = base;
+      config[p.name] = p.testValues[v];
+      out.push_back(std::move(config));
+    }
+  }
+  return out;
+}
+
 Expected<std::unique_ptr<DeviceManager>>
 BackendRegistry::create(const std::string &name, const DeviceConfig &config) {
   const BackendInfo *info = find(name);
-  if (!info) {
-    std::string known;
-    for (const BackendInfo &b : list())
-      known += (known.empty() ? "" : ", ") + b.name;
-    return makeError(ErrorCode::InvalidArgument,
-                     "unknown backend '" + name + "'; registered backends: " +
-                         (known.empty() ? "none" : known));
-  }
+  if (!info)
+    return unknownBackend(name);
   DeviceConfig named = config;
   if (named.name.empty())
     named.name = name + "0";
+  named.parameters = parametersFor(name, config.parameters);
   std::unique_ptr<DeviceManager> device = info->factory(named);
   if (!device)
     return makeError(ErrorCode::DeviceError,

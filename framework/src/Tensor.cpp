@@ -14,10 +14,6 @@
 namespace drt {
 
 namespace {
-/// Sizes past this are impossible for any device drt targets; refusing them
-/// early keeps every size computation far from overflow.
-constexpr size_t MaxTensorBytes = size_t(1) << 46;
-
 /// Empty when \p type is valid, else why not.
 std::string typeProblem(const Type &type) {
   if (type.dims.empty())

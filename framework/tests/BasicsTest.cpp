@@ -146,6 +146,112 @@ TEST(BackendRegistry, UnknownNameListsTheRegisteredOnes) {
   EXPECT_NE(e.message().find("registered backends"), std::string::npos);
 }
 
+/// A backend that only declares: parameters and capabilities, no devices.
+const BackendInfo &declaringBackend() {
+  static const BackendInfo info = [] {
+    BackendInfo b{"basics-test", "declares parameters", Capabilities{},
+                  [](const DeviceConfig &) -> std::unique_ptr<DeviceManager> {
+                    return nullptr;
+                  },
+                  true};
+    b.parameters = {
+        BackendParameter::boolean("flag", false, "declares async"),
+        BackendParameter::unsignedInRange("level", 2, 1, 8, "a level", {4, 8}),
+        BackendParameter::text("label", "any label"),
+    };
+    b.capabilitiesFor = [](const DeviceConfig &c) {
+      Capabilities caps;
+      caps.asynchronousCompletion = *c.boolParameter("flag", false);
+      return caps;
+    };
+    BackendRegistry::instance().add(b);
+    return b;
+  }();
+  return info;
+}
+
+TEST(BackendParameter, ChecksValuesAndNamesWhatIsAllowed) {
+  BackendParameter level =
+      BackendParameter::unsignedInRange("level", 2, 1, 8, "a level", {2, 8});
+  EXPECT_EQ(level.testValues, (std::vector<std::string>{"2", "8"}));
+  EXPECT_FALSE(level.check("8", "dev"));
+  EXPECT_EQ(level.check("9", "dev").message(),
+            "dev: parameter 'level' must be an integer from 1 to 8, got '9'");
+  EXPECT_TRUE(level.check("0x2", "dev"));
+  level.powerOfTwo = true;
+  EXPECT_TRUE(level.check("6", "dev"));
+  EXPECT_EQ(level.allowedValues(), "a power of two from 1 to 8");
+  BackendParameter flag = BackendParameter::boolean("flag", true, "a flag");
+  EXPECT_EQ(flag.testValues, (std::vector<std::string>{"1", "0"}));
+  EXPECT_FALSE(flag.check("off", "dev"));
+  EXPECT_EQ(flag.check("maybe", "dev").code(), ErrorCode::InvalidArgument);
+  EXPECT_FALSE(BackendParameter::text("t", "text").check("", "dev"));
+}
+
+TEST(BackendParameter, UnknownKeysAreRejectedNamingTheKnownOnes) {
+  DeviceConfig c;
+  c.parameters = {{"flag", "1"}, {"colour", "red"}};
+  Error e = checkParameters(c, declaringBackend().parameters, "device 'x'");
+  EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+  EXPECT_EQ(e.message(), "device 'x': unknown parameter 'colour' (known: "
+                         "flag, level, label)");
+  c.parameters = {{"flag", "1"}, {"level", "8"}, {"label", "anything"}};
+  EXPECT_FALSE(checkParameters(c, declaringBackend().parameters, "x"));
+}
+
+TEST(BackendRegistry, QualifiedParametersReachOnlyTheirBackend) {
+  ParameterMap given = {{"a", "1"},
+                        {"fake:a", "2"},
+                        {"opencl:b", "3"},
+                        {"mutant:double-free:c", "4"}};
+  EXPECT_EQ(BackendRegistry::parametersFor("fake", given),
+            (ParameterMap{{"a", "2"}}));
+  EXPECT_EQ(BackendRegistry::parametersFor("opencl", given),
+            (ParameterMap{{"a", "1"}, {"b", "3"}}));
+  EXPECT_EQ(BackendRegistry::parametersFor("mutant:double-free", given),
+            (ParameterMap{{"a", "1"}, {"c", "4"}}));
+  EXPECT_EQ(BackendRegistry::parametersFor("mutant", given),
+            (ParameterMap{{"a", "1"}}));
+}
+
+TEST(BackendRegistry, CapabilitiesForAConfigurationNeedNoDevice) {
+  const std::string name = declaringBackend().name;
+  BackendRegistry &registry = BackendRegistry::instance();
+  auto plain = registry.capabilitiesFor(name, {});
+  ASSERT_TRUE(plain);
+  EXPECT_FALSE(plain->asynchronousCompletion);
+  auto flagged = registry.capabilitiesFor(name, {{"flag", "1"}});
+  ASSERT_TRUE(flagged);
+  EXPECT_TRUE(flagged->asynchronousCompletion);
+  auto other = registry.capabilitiesFor(name, {{"fake:flag", "1"}});
+  ASSERT_TRUE(other);
+  EXPECT_FALSE(other->asynchronousCompletion);
+  Error bad = registry.capabilitiesFor(name, {{"level", "9"}}).takeError();
+  EXPECT_EQ(bad.message(), "backend 'basics-test': parameter 'level' must be "
+                           "an integer from 1 to 8, got '9'");
+  EXPECT_EQ(registry.capabilitiesFor("no-such-backend", {}).takeError().code(),
+            ErrorCode::InvalidArgument);
+}
+
+TEST(BackendRegistry, ConfigurationsToTestCoverEveryValueOneFactorAtATime) {
+  const std::string name = declaringBackend().name;
+  BackendRegistry &registry = BackendRegistry::instance();
+  auto all = registry.configurationsToTest(name);
+  ASSERT_TRUE(all);
+  EXPECT_EQ(*all,
+            (std::vector<ParameterMap>{
+                {}, {{"flag", "1"}}, {{"level", "4"}}, {{"level", "8"}}}));
+  auto fixed = registry.configurationsToTest(name, {{"level", "8"}});
+  ASSERT_TRUE(fixed);
+  EXPECT_EQ(*fixed, (std::vector<ParameterMap>{
+                        {{"level", "8"}}, {{"flag", "1"}, {"level", "8"}}}));
+  Error bad =
+      registry.configurationsToTest(name, {{"colour", "red"}}).takeError();
+  EXPECT_EQ(bad.code(), ErrorCode::InvalidArgument);
+  EXPECT_NE(bad.message().find("unknown parameter 'colour'"),
+            std::string::npos);
+}
+
 TEST(Violation, ThrowingHandlerThrowsAndRestores) {
   {
     ScopedThrowingViolationHandler handler;

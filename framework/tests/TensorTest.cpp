@@ -47,6 +47,16 @@ TEST_F(TensorTest, ImpossibleTypesAreErrorsOrViolations) {
       Type{ElemKind::Float32, {size_t(1) << 40, size_t(1) << 40}}, "h");
   ASSERT_FALSE(huge);
   EXPECT_NE(huge.takeError().message().find("larger than"), std::string::npos);
+  // The limit is drt::MaxTensorBytes, 2^46 bytes, whatever the element size.
+  EXPECT_EQ(MaxTensorBytes, size_t(1) << 46);
+  for (Type over : {Type{ElemKind::UInt8, {MaxTensorBytes + 1}},
+                    Type{ElemKind::Float32, {MaxTensorBytes / 4 + 1}},
+                    Type{ElemKind::Int64, {2, MaxTensorBytes / 16 + 1}}}) {
+    auto t = Tensor::create(over, "over");
+    ASSERT_FALSE(t) << over.toString();
+    EXPECT_NE(t.takeError().message().find("larger than 70368744177664 bytes"),
+              std::string::npos);
+  }
   EXPECT_VIOLATION(Tensor(ElemKind::Int32, {}),
                    ViolationKind::InvalidTensorType);
   auto ok = Tensor::create(Type{ElemKind::Int32, {2}}, "ok");

@@ -1,14 +1,17 @@
-//===- FakeDevice.cpp - The reference device
-//-------------------------------===//
+//===- FakeDevice.cpp - The reference device ------------------------------===//
 #include "drt/fake/FakeDevice.h"
 
 #include "drt/BackendRegistry.h"
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <new>
 #include <type_traits>
 
 namespace drt::fake {
@@ -25,15 +28,73 @@ Capabilities fakeCapabilities(bool async, bool resident) {
 }
 
 namespace {
-DRT_REGISTER_BACKEND(BackendInfo{
-    "fake",
-    "reference device: simulated memory, seeded asynchronous completion, "
-    "fault plans",
-    fakeCapabilities(true, true),
-    [](const DeviceConfig &config) -> std::unique_ptr<DeviceManager> {
-      return std::make_unique<FakeDevice>(config);
-    },
-    false});
+
+/// The physical memory of the host, which holds the simulated device memory.
+uint64_t hostMemoryBytes() {
+  long pages = sysconf(_SC_PHYS_PAGES);
+  long pageSize = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || pageSize <= 0)
+    return std::numeric_limits<uint64_t>::max();
+  return uint64_t(pages) * uint64_t(pageSize);
+}
+
+/// The capabilities of \p config's async and resident, which
+/// checkParameters has accepted.
+Capabilities capabilitiesOfConfig(const DeviceConfig &config) {
+  return fakeCapabilities(*config.boolParameter("async", false),
+                          *config.boolParameter("resident", true));
+}
+
+} // namespace
+
+const std::vector<BackendParameter> &fakeParameters() {
+  static const std::vector<BackendParameter> parameters = [] {
+    BackendParameter alignment = BackendParameter::unsignedInRange(
+        "alignment", 64, 1, 2097152,
+        "physical allocation granule in bytes (physicalMemoryInUse rounds "
+        "each allocation up to it)",
+        {4096});
+    alignment.powerOfTwo = true;
+    BackendParameter seed = BackendParameter::unsignedInRange(
+        "seed", 1, 0, std::numeric_limits<uint64_t>::max(),
+        "seed of the completion delays of async=1");
+    seed.seedsRandomness = true;
+    return std::vector<BackendParameter>{
+        BackendParameter::boolean(
+            "async", false,
+            "complete transfers and runs on a worker thread after seeded "
+            "random delays (declares asynchronous completion)"),
+        BackendParameter::boolean(
+            "resident", true,
+            "keep tensors resident; 0 declares no resident tensors (runs "
+            "bring their outputs to host)"),
+        seed,
+        BackendParameter::unsignedInRange(
+            "max-delay-us", 200, 0, 1000000,
+            "largest completion delay of async=1, in microseconds"),
+        alignment,
+    };
+  }();
+  return parameters;
+}
+
+BackendInfo fakeBackendInfo() {
+  BackendInfo info{
+      "fake",
+      "reference device: simulated memory, seeded asynchronous completion, "
+      "fault plans",
+      fakeCapabilities(/*async=*/false, /*resident=*/true),
+      [](const DeviceConfig &config) -> std::unique_ptr<DeviceManager> {
+        return std::make_unique<FakeDevice>(config);
+      },
+      false};
+  info.parameters = fakeParameters();
+  info.capabilitiesFor = capabilitiesOfConfig;
+  return info;
+}
+
+namespace {
+DRT_REGISTER_BACKEND(fakeBackendInfo());
 } // namespace
 
 FakeDevice::FakeDevice(DeviceConfig config)
@@ -47,35 +108,26 @@ FakeDevice::~FakeDevice() {
 }
 
 Error FakeDevice::init() {
-  auto async = config().boolParameter("async", false);
-  auto resident = config().boolParameter("resident", true);
-  auto seed = config().uintParameter("seed", 1);
-  auto alignment = config().uintParameter("alignment", 64);
-  auto delay = config().uintParameter("max-delay-us", 200);
-  for (const Error &e :
-       {async.takeError(), resident.takeError(), seed.takeError(),
-        alignment.takeError(), delay.takeError()})
-    if (e)
-      return e;
-  for (const auto &[key, value] : config().parameters)
-    if (key != "async" && key != "resident" && key != "seed" &&
-        key != "alignment" && key != "max-delay-us")
-      return makeError(ErrorCode::InvalidArgument,
-                       "fake device '" + name() + "': unknown parameter '" +
-                           key +
-                           "' (known: async, resident, seed, alignment, "
-                           "max-delay-us)");
-  if (*alignment == 0 || (*alignment & (*alignment - 1)))
-    return makeError(ErrorCode::InvalidArgument,
-                     "fake device '" + name() +
-                         "': alignment must be a power of two, got " +
-                         std::to_string(*alignment));
-  async_ = *async;
-  resident_ = *resident;
-  alignment_ = *alignment;
-  maxDelayUs_ = *delay;
+  std::string who = "fake device '" + name() + "'";
+  if (Error e = checkParameters(config(), fakeParameters(), who))
+    return e;
+  uint64_t hostMemory = hostMemoryBytes();
+  if (config().memoryBudget > hostMemory)
+    return makeError(
+        ErrorCode::InvalidArgument,
+        who + ": memory budget of " + std::to_string(config().memoryBudget) +
+            " bytes is more than the host's " + std::to_string(hostMemory) +
+            " bytes of memory, which simulate the device's "
+            "(allowed: 0 for the default of " +
+            std::to_string(DefaultMemoryBudget) + ", or 1 to " +
+            std::to_string(hostMemory) + ")");
+  // checkParameters accepted every value, so each one parses.
+  async_ = *config().boolParameter("async", false);
+  resident_ = *config().boolParameter("resident", true);
+  alignment_ = *config().uintParameter("alignment", 64);
+  maxDelayUs_ = *config().uintParameter("max-delay-us", 200);
   budget_ = config().memoryBudget ? config().memoryBudget : DefaultMemoryBudget;
-  delays_.seed(*seed);
+  delays_.seed(*config().uintParameter("seed", 1));
   if (async_)
     worker_ = std::thread([this] { workerLoop(); });
   log("init " + std::string(async_ ? "async" : "sync") + " budget " +
@@ -170,7 +222,19 @@ Expected<DeviceLocation> FakeDevice::allocate(uint64_t bytes) {
                          std::to_string(bytes) + " bytes with " +
                          std::to_string(used_) + " of " +
                          std::to_string(budget_) + " bytes in use");
-  DeviceLocation loc = table_.insert(Allocation{std::vector<std::byte>(bytes)});
+  // The simulated memory is host memory, which may run out before the
+  // budget does.
+  Allocation allocation;
+  try {
+    allocation.bytes.resize(bytes);
+  } catch (const std::bad_alloc &) {
+    return makeError(ErrorCode::OutOfMemory, "fake device '" + name() +
+                                                 "': the host cannot hold a "
+                                                 "simulated allocation of " +
+                                                 std::to_string(bytes) +
+                                                 " bytes");
+  }
+  DeviceLocation loc = table_.insert(std::move(allocation));
   used_ += bytes;
   physical_ += (bytes + alignment_ - 1) & ~(alignment_ - 1);
   ++stats_.allocations;

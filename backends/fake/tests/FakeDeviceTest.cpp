@@ -30,7 +30,99 @@ TEST(FakeDevice, IsRegisteredWithItsCapabilities) {
   ASSERT_NE(info, nullptr);
   EXPECT_TRUE(info->capabilities.residentTensors);
   EXPECT_TRUE(info->capabilities.faultInjection);
+  // The default configuration completes before each call returns.
+  EXPECT_FALSE(info->capabilities.asynchronousCompletion);
   EXPECT_FALSE(info->testOnly);
+}
+
+TEST(FakeDevice, CapabilitiesFollowTheParameters) {
+  BackendRegistry &registry = BackendRegistry::instance();
+  auto async = registry.capabilitiesFor("fake", {{"async", "1"}});
+  ASSERT_TRUE(async);
+  EXPECT_TRUE(async->asynchronousCompletion);
+  EXPECT_TRUE(async->residentTensors);
+  auto host = registry.capabilitiesFor("fake", {{"resident", "0"}});
+  ASSERT_TRUE(host);
+  EXPECT_FALSE(host->residentTensors);
+  EXPECT_FALSE(host->asynchronousCompletion);
+  // What the registry answers is what a created device declares.
+  auto configurations = registry.configurationsToTest("fake");
+  ASSERT_TRUE(configurations);
+  for (const ParameterMap &p : *configurations) {
+    DeviceConfig c;
+    c.parameters = p;
+    auto device = registry.create("fake", c);
+    ASSERT_TRUE(device.hasValue()) << device.takeError().toString();
+    EXPECT_EQ((*device)->capabilities().toString(),
+              registry.capabilitiesFor("fake", p)->toString());
+  }
+}
+
+TEST(FakeDevice, DeclaresTheConfigurationsWorthTesting) {
+  auto configurations =
+      BackendRegistry::instance().configurationsToTest("fake");
+  ASSERT_TRUE(configurations);
+  EXPECT_EQ(
+      *configurations,
+      (std::vector<ParameterMap>{
+          {}, {{"async", "1"}}, {{"resident", "0"}}, {{"alignment", "4096"}}}));
+  // A fixed parameter is in every configuration and is not swept.
+  configurations = BackendRegistry::instance().configurationsToTest(
+      "fake", {{"async", "1"}});
+  ASSERT_TRUE(configurations);
+  EXPECT_EQ(*configurations, (std::vector<ParameterMap>{
+                                 {{"async", "1"}},
+                                 {{"async", "1"}, {"resident", "0"}},
+                                 {{"alignment", "4096"}, {"async", "1"}}}));
+}
+
+TEST(FakeDevice, BadValuesNameTheAllowedRange) {
+  auto message = [](ParameterMap parameters) {
+    DeviceConfig c;
+    c.name = "f";
+    c.parameters = std::move(parameters);
+    FakeDevice d(c);
+    Error e = d.init();
+    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+    return e.message();
+  };
+  EXPECT_EQ(message({{"asynch", "1"}}),
+            "fake device 'f': unknown parameter 'asynch' (known: async, "
+            "resident, seed, max-delay-us, alignment)");
+  EXPECT_EQ(message({{"alignment", "48"}}),
+            "fake device 'f': parameter 'alignment' must be a power of two "
+            "from 1 to 2097152, got '48'");
+  EXPECT_EQ(message({{"max-delay-us", "5000000"}}),
+            "fake device 'f': parameter 'max-delay-us' must be an integer "
+            "from 0 to 1000000, got '5000000'");
+  EXPECT_EQ(message({{"async", "yes"}}),
+            "fake device 'f': parameter 'async' must be 0 or 1 (also "
+            "true/false, on/off), got 'yes'");
+}
+
+TEST(FakeDevice, ABudgetLargerThanTheHostIsRejected) {
+  DeviceConfig c;
+  c.name = "f";
+  c.memoryBudget = uint64_t(1) << 62;
+  FakeDevice d(c);
+  Error e = d.init();
+  EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+  EXPECT_NE(e.message().find("memory budget of 4611686018427387904 bytes is "
+                             "more than the host's"),
+            std::string::npos)
+      << e.message();
+  EXPECT_NE(e.message().find("(allowed: 0 for the default of 1073741824, or "
+                             "1 to "),
+            std::string::npos)
+      << e.message();
+}
+
+TEST(FakeDevice, QualifiedParametersReachOnlyTheirBackend) {
+  DeviceConfig c;
+  c.parameters = {{"fake:async", "1"}, {"opencl:pinned-staging", "1"}};
+  auto device = BackendRegistry::instance().create("fake", c);
+  ASSERT_TRUE(device.hasValue()) << device.takeError().toString();
+  EXPECT_TRUE((*device)->capabilities().asynchronousCompletion);
 }
 
 TEST(FakeDevice, UnknownOrMalformedParametersAreClearErrors) {

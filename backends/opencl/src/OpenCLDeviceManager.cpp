@@ -27,6 +27,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -352,6 +353,37 @@ Capabilities openCLCapabilities() {
   return caps;
 }
 
+const std::vector<BackendParameter> &openCLParameters() {
+  static const std::vector<BackendParameter> parameters = [] {
+    // A context of its own changes how managers of one device work side by
+    // side; with one manager it only changes where the kernels were built.
+    // It costs a kernel build per manager (about 25 ms on POCL), so the
+    // conformance suite tests it where tensors move between devices only.
+    BackendParameter sharedContext = BackendParameter::boolean(
+        "shared-context", true,
+        "share the context and kernel program of the device's other "
+        "managers in the process; 0 creates and builds its own");
+    sharedContext.scope = BackendParameter::Scope::BetweenDevices;
+    return std::vector<BackendParameter>{
+        BackendParameter::text(
+            "platform", "index or case-insensitive name substring of the "
+                        "platform (default: env DRT_OPENCL_PLATFORM, else the "
+                        "first platform with a matching device)"),
+        BackendParameter::text(
+            "device", "index or case-insensitive name substring of the device "
+                      "(default: env DRT_OPENCL_DEVICE, else every device)"),
+        BackendParameter::unsignedInRange(
+            "device-index", 0, 0, std::numeric_limits<uint32_t>::max(),
+            "which of the matching devices to use"),
+        BackendParameter::boolean(
+            "pinned-staging", false,
+            "stage transfers through pinned (CL_MEM_ALLOC_HOST_PTR) buffers"),
+        sharedContext,
+    };
+  }();
+  return parameters;
+}
+
 Capabilities OpenCLDeviceManager::capabilities() const {
   return openCLCapabilities();
 }
@@ -365,18 +397,27 @@ Error OpenCLDeviceManager::init() {
       return makeError(ErrorCode::InvalidArgument,
                        "device '" + name() + "' is already initialised");
   }
+  if (Error e = checkParameters(config(), openCLParameters(),
+                                "OpenCL device '" + name() + "'"))
+    return e;
+  // checkParameters accepted every value, so each one parses.
   Expected<bool> pinned = config().boolParameter("pinned-staging", false);
-  if (!pinned)
-    return pinned.takeError();
   Expected<bool> sharedContext = config().boolParameter("shared-context", true);
-  if (!sharedContext)
-    return sharedContext.takeError();
   Expected<SelectedDevice> selected = selectDevice(config());
   if (!selected)
     return selected.takeError();
   s.platform = selected->platform;
   s.device = selected->device;
   s.info = selected->info;
+  if (config().memoryBudget > s.info.globalMemoryBytes)
+    return makeError(ErrorCode::InvalidArgument,
+                     "OpenCL device '" + name() + "': memory budget of " +
+                         std::to_string(config().memoryBudget) +
+                         " bytes is more than the " +
+                         std::to_string(s.info.globalMemoryBytes) +
+                         " bytes of global memory of " + s.info.toString() +
+                         " (allowed: 0 for all of it, or 1 to " +
+                         std::to_string(s.info.globalMemoryBytes) + ")");
   s.pinnedStaging = *pinned;
   std::string where =
       "initialising device '" + name() + "' (" + s.info.toString() + ")";
@@ -444,9 +485,8 @@ Error OpenCLDeviceManager::init() {
                          where);
   }
 
-  s.budget = s.info.globalMemoryBytes;
-  if (config().memoryBudget != 0 && config().memoryBudget < s.budget)
-    s.budget = config().memoryBudget;
+  s.budget =
+      config().memoryBudget ? config().memoryBudget : s.info.globalMemoryBytes;
   s.completionThread = std::thread([&s] { s.completionLoop(); });
   {
     std::lock_guard<std::mutex> lock(s.mutex);
@@ -937,6 +977,7 @@ DRT_REGISTER_BACKEND(drt::BackendInfo{
     openCLCapabilities(),
     [](const drt::DeviceConfig &config) -> std::unique_ptr<DeviceManager> {
       return std::make_unique<OpenCLDeviceManager>(config);
-    }});
+    },
+    false, openCLParameters()});
 
 } // namespace drt::opencl

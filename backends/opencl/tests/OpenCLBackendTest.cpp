@@ -124,6 +124,66 @@ TEST(OpenCLBackend, IsRegisteredWithTruthfulCapabilities) {
   EXPECT_EQ((*device)->name(), "registry");
 }
 
+TEST(OpenCLBackend, DeclaresItsParametersAndTheConfigurationsToTest) {
+  const BackendInfo *info = BackendRegistry::instance().find("opencl");
+  ASSERT_NE(info, nullptr);
+  std::vector<std::string> names;
+  for (const BackendParameter &p : info->parameters)
+    names.push_back(p.name);
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"platform", "device", "device-index",
+                                      "pinned-staging", "shared-context"}));
+  auto configurations =
+      BackendRegistry::instance().configurationsToTest("opencl");
+  ASSERT_TRUE(configurations);
+  EXPECT_EQ(*configurations,
+            (std::vector<ParameterMap>{
+                {}, {{"pinned-staging", "1"}}, {{"shared-context", "0"}}}));
+  auto caps = BackendRegistry::instance().capabilitiesFor(
+      "opencl", {{"pinned-staging", "1"}});
+  ASSERT_TRUE(caps);
+  EXPECT_EQ(caps->toString(), info->capabilities.toString());
+}
+
+TEST(OpenCLBackend,
+     UnknownParametersAndBadValuesAreRejectedNamingWhatIsAllowed) {
+  OpenCLDeviceManager misspelt(configNamed("cl", {{"pinned-stageing", "1"}}));
+  Error e = misspelt.init();
+  EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+  EXPECT_TRUE(contains(e.message(), "unknown parameter 'pinned-stageing'"))
+      << e.message();
+  EXPECT_TRUE(contains(e.message(), "pinned-staging, shared-context"))
+      << e.message();
+  OpenCLDeviceManager badValue(configNamed("cl", {{"shared-context", "2"}}));
+  e = badValue.init();
+  EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+  EXPECT_TRUE(contains(e.message(), "'shared-context' must be 0 or 1"))
+      << e.message();
+  OpenCLDeviceManager badIndex(configNamed("cl", {{"device-index", "-1"}}));
+  e = badIndex.init();
+  EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+  EXPECT_TRUE(contains(e.message(), "an integer from 0 to 4294967295"))
+      << e.message();
+  // The registry refuses them without creating a device.
+  auto caps =
+      BackendRegistry::instance().capabilitiesFor("opencl", {{"async", "1"}});
+  ASSERT_FALSE(caps);
+  EXPECT_TRUE(
+      contains(caps.takeError().message(), "unknown parameter 'async'"));
+}
+
+TEST(OpenCLBackend, ParametersForAnotherBackendAreLeftToIt) {
+  // A scenario configured for the fake device ("fake:async") also creates
+  // OpenCL devices when OpenCL is the differential partner.
+  auto device = BackendRegistry::instance().create(
+      "opencl", configNamed("partner", {{"fake:async", "1"},
+                                        {"opencl:pinned-staging", "1"}}));
+  ASSERT_TRUE(device.hasValue()) << device.takeError().toString();
+  auto *manager = dynamic_cast<OpenCLDeviceManager *>(device->get());
+  ASSERT_NE(manager, nullptr);
+  EXPECT_TRUE(manager->usesPinnedStaging());
+}
+
 TEST(OpenCLErrors, NamesStatusCodes) {
   EXPECT_EQ(openCLErrorName(-61), "CL_INVALID_BUFFER_SIZE");
   EXPECT_EQ(openCLErrorName(-4), "CL_MEM_OBJECT_ALLOCATION_FAILURE");
@@ -300,14 +360,22 @@ TEST(OpenCLMemory, AllocationPastMaxAllocSizeNamesTheOpenCLError) {
   EXPECT_EQ(contents<int32_t>(t), (std::vector<int32_t>{1, 2, 3, 4}));
 }
 
-TEST(OpenCLMemory, DefaultBudgetIsGlobalMemoryAndALargerBudgetIsCapped) {
+TEST(OpenCLMemory, DefaultBudgetIsGlobalMemoryAndALargerBudgetIsRejected) {
   auto whole = openDevice(configNamed("cl"));
   ASSERT_TRUE(whole);
   uint64_t global = whole->deviceInfo().globalMemoryBytes;
   EXPECT_EQ(whole->maximumMemory(), global);
-  auto larger = openDevice(configNamed("cl", {}, global * 2));
-  ASSERT_TRUE(larger);
-  EXPECT_EQ(larger->maximumMemory(), global);
+  // maximumMemory() is the budget asked for (docs/semantics.md §5), so one
+  // the device cannot give is an error naming what it can.
+  OpenCLDeviceManager larger(configNamed("cl", {}, global + 1));
+  Error e = larger.init();
+  EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+  EXPECT_TRUE(contains(e.message(), "(allowed: 0 for all of it, or 1 to " +
+                                        std::to_string(global) + ")"))
+      << e.message();
+  auto exact = openDevice(configNamed("cl", {}, global));
+  ASSERT_TRUE(exact);
+  EXPECT_EQ(exact->maximumMemory(), global);
   auto smaller = openDevice(configNamed("cl", {}, 4096));
   ASSERT_TRUE(smaller);
   EXPECT_EQ(smaller->maximumMemory(), 4096u);

@@ -1,10 +1,12 @@
 //===- drt/BackendRegistry.h - Backends by name -----------------*- C++ -*-===//
 //
-// Backends register a name, a factory and their capabilities, so programs (the
-// conformance suite above all) create DeviceManagers by name and never depend
-// on a concrete backend. DRT_REGISTER_BACKEND registers from a static
-// initializer; link backend libraries whole (their CMake targets do) so the
-// initializer is kept.
+// Backends register a name, a factory, their capabilities and the
+// DeviceConfig parameters they read, so programs (the conformance suite above
+// all) create DeviceManagers by name, learn what a configuration declares and
+// which configurations are worth testing, and never depend on a concrete
+// backend. DRT_REGISTER_BACKEND registers from a static initializer; link
+// backend libraries whole (their CMake targets do) so the initializer is
+// kept.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DRT_BACKENDREGISTRY_H
@@ -14,29 +16,122 @@
 #include "drt/DeviceManager.h"
 #include "drt/Error.h"
 
+#include <cstdint>
 #include <functional>
+#include <limits>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace drt {
+
+/// Backend parameters as DeviceConfig::parameters holds them: key to value.
+using ParameterMap = std::map<std::string, std::string>;
+
+/// One DeviceConfig parameter a backend reads: what it means, what it
+/// accepts and which of its values a conformance run should test.
+struct BackendParameter {
+  /// What kind of value it takes.
+  enum class Kind {
+    /// "1"/"0", "true"/"false", "on"/"off".
+    Boolean,
+    /// An unsigned integer in [minimum, maximum], a power of two if asked.
+    Unsigned,
+    /// Any text.
+    Text,
+  };
+
+  /// The key ("async", "pinned-staging").
+  std::string name;
+  Kind kind = Kind::Text;
+  /// The value the backend uses when the parameter is absent, as text; empty
+  /// for a Text parameter whose absence means something of its own.
+  std::string defaultValue;
+  /// One line: what the parameter does.
+  std::string meaning;
+  /// The values a conformance run tests, the default first; a parameter with
+  /// one value is not swept.
+  std::vector<std::string> testValues;
+  /// Unsigned: the smallest and largest value accepted.
+  uint64_t minimum = 0;
+  uint64_t maximum = std::numeric_limits<uint64_t>::max();
+  /// Unsigned: only powers of two are accepted.
+  bool powerOfTwo = false;
+  /// The parameter seeds the backend's own random choices: the conformance
+  /// suite sets it from the run's seed, so that --seed varies them too.
+  bool seedsRandomness = false;
+
+  /// The scenarios in which a value other than the default changes what the
+  /// backend does.
+  enum class Scope {
+    /// Any scenario.
+    EveryScenario,
+    /// Only scenarios that move tensors between devices of the backend
+    /// working side by side (how its managers share a context, a pool, a
+    /// driver).
+    BetweenDevices,
+  };
+  /// A conformance run tests a configuration that sets this parameter only
+  /// in the property families whose scenarios are in its scope, so that a
+  /// parameter costly to test (a context of its own per manager) costs only
+  /// where it can matter.
+  Scope scope = Scope::EveryScenario;
+
+  /// A Boolean parameter tested with both values (the default first).
+  static BackendParameter boolean(std::string name, bool defaultValue,
+                                  std::string meaning);
+  /// An Unsigned parameter in [minimum, maximum], tested with \p testValues
+  /// (empty: the default only).
+  static BackendParameter
+  unsignedInRange(std::string name, uint64_t defaultValue, uint64_t minimum,
+                  uint64_t maximum, std::string meaning,
+                  std::vector<uint64_t> testValues = {});
+  /// A Text parameter, not swept.
+  static BackendParameter text(std::string name, std::string meaning);
+
+  /// "0 or 1 (also true/false, on/off)", "an integer from 0 to 1000000", "a
+  /// power of two from 1 to 2097152", "any text": the values it accepts.
+  std::string allowedValues() const;
+  /// Success when \p value is one of allowedValues(), else InvalidArgument
+  /// naming \p where (the device), the parameter, the value and what is
+  /// allowed.
+  Error check(const std::string &value, const std::string &where) const;
+};
+
+/// Checks \p config's parameters against the \p declared ones: a key not
+/// declared is InvalidArgument naming it and every declared key, a value
+/// outside its parameter's allowed values is InvalidArgument naming the
+/// allowed values. \p who names the device in messages ("fake device 'd0'").
+Error checkParameters(const DeviceConfig &config,
+                      const std::vector<BackendParameter> &declared,
+                      const std::string &who);
 
 /// Creates an uninitialised DeviceManager from a config.
 using BackendFactory =
     std::function<std::unique_ptr<DeviceManager>(const DeviceConfig &)>;
 
-/// One registered backend.
+/// One registered backend. The fields after testOnly are optional, so a
+/// registration written as {name, description, capabilities, factory} or
+/// {..., factory, testOnly} still declares a backend without parameters.
 struct BackendInfo {
   /// The backend's name ("fake", "opencl", "mutant:double-free").
   std::string name;
   /// One line for listings.
   std::string description;
-  /// What its managers declare (the same for every instance).
+  /// What its managers declare in the default configuration (no parameters).
   Capabilities capabilities;
   BackendFactory factory;
   /// Test-only backends (mutants) are hidden from "all".
   bool testOnly = false;
+  /// The DeviceConfig parameters its managers read; any other key is
+  /// rejected by their init().
+  std::vector<BackendParameter> parameters = {};
+  /// What a manager configured with these (already checked) parameters
+  /// declares; unset when the capabilities do not depend on them.
+  std::function<Capabilities(const DeviceConfig &)> capabilitiesFor = nullptr;
 };
 
 /// The process-wide table of backends.
@@ -54,13 +149,48 @@ public:
   /// Names of every backend that is not test-only, sorted.
   std::vector<std::string> productionNames() const;
 
-  /// Creates and initialises a manager of backend \p name. An unknown name is
-  /// InvalidArgument listing the registered backends; a failing init is
-  /// returned as is.
+  /// The parameters meant for backend \p backend: a key written
+  /// "BACKEND:KEY" applies to backend BACKEND only (it is passed on as KEY
+  /// and wins over a plain KEY), and is dropped for every other backend; a
+  /// plain key applies to every backend. So one scenario or configuration
+  /// can carry settings for several backends, and a differential partner
+  /// keeps its defaults while the backend under test is configured. The
+  /// backend name is what precedes the last ':' ("mutant:double-free:async").
+  static ParameterMap parametersFor(const std::string &backend,
+                                    const ParameterMap &parameters);
+
+  /// What a manager of backend \p name configured with \p parameters
+  /// (resolved with parametersFor) declares, without creating one. An
+  /// unknown backend, an undeclared parameter or a bad value is
+  /// InvalidArgument naming it and what is allowed.
+  Expected<Capabilities> capabilitiesFor(const std::string &name,
+                                         const ParameterMap &parameters) const;
+
+  /// The configurations of backend \p name a conformance run tests, each as
+  /// the parameters that differ from the defaults. \p fixed (resolved with
+  /// parametersFor, checked as capabilitiesFor does) is part of every
+  /// configuration and its keys are not swept; the swept parameters are the
+  /// other declared ones with more than one test value. One factor at a
+  /// time: first the default configuration (just \p fixed), then for each
+  /// swept parameter, in declaration order, one configuration per
+  /// non-default test value with every other parameter at its default. So
+  /// every test value of every parameter appears, a failure points at one
+  /// parameter, and the count grows with the sum of the test values rather
+  /// than their product.
+  Expected<std::vector<ParameterMap>>
+  configurationsToTest(const std::string &name,
+                       const ParameterMap &fixed = {}) const;
+
+  /// Creates and initialises a manager of backend \p name with \p config,
+  /// whose parameters are first resolved with parametersFor. An unknown
+  /// name is InvalidArgument listing the registered backends; a failing init
+  /// (an undeclared parameter, a bad value) is returned as is.
   Expected<std::unique_ptr<DeviceManager>> create(const std::string &name,
                                                   const DeviceConfig &config);
 
 private:
+  Error unknownBackend(const std::string &name) const;
+
   mutable std::mutex mutex_;
   std::vector<BackendInfo> backends_;
 };

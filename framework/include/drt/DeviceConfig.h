@@ -22,7 +22,10 @@ struct DeviceConfig {
   uint64_t memoryBudget = 0;
   /// When set, runFunction brings every output back to host itself.
   bool copyDeviceTensorsToHost = false;
-  /// Free-form backend parameters ("async" = "1", "seed" = "42", ...).
+  /// Backend parameters ("async" = "1", "seed" = "42", ...): the ones the
+  /// backend declares (BackendInfo::parameters); its init() refuses any
+  /// other. BackendRegistry::create passes on a key written "BACKEND:KEY"
+  /// as KEY to backend BACKEND only.
   std::map<std::string, std::string> parameters;
 
   /// The parameter \p key, or std::nullopt.

@@ -12,6 +12,12 @@
 
 namespace drt {
 
+/// The largest tensor type drt accepts, in bytes (docs/semantics.md §1):
+/// Tensor::create refuses a larger type and the constructor reports it as an
+/// invalid-tensor-type violation. Far below any size computation's overflow,
+/// far above any device drt targets.
+inline constexpr size_t MaxTensorBytes = size_t(1) << 46;
+
 /// The element kinds a tensor can hold: IEEE binary32 (Float32), two's
 /// complement integers (Int32, Int64), an unsigned byte (UInt8), IEEE binary16
 /// (Float16) and bfloat16 (BFloat16: the upper half of a binary32, 8 exponent

@@ -14,6 +14,7 @@
 #include "drt/conformance/Scenario.h"
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -94,9 +95,19 @@ struct ModelFault {
   ErrorCode code;
 };
 
+/// What the model takes from a created device besides its spec.
+struct DeviceTraits {
+  /// What the device declares (its configuration's capabilities).
+  Capabilities capabilities;
+  /// Its maximumMemory(). The model holds a device to its spec's budget when
+  /// the spec gives one, else to this, the backend's default (0: unlimited).
+  uint64_t maximumMemory = 0;
+};
+
 /// The model of one device.
 struct ModelDevice {
   DeviceSpec spec;
+  DeviceTraits traits;
   bool shutDown = false;
   uint64_t used = 0;
   size_t live = 0;
@@ -108,6 +119,12 @@ struct ModelDevice {
   std::vector<ModelFault> faults;
   /// Networks added (and not evicted) on the device: name to add command.
   std::map<std::string, Command> networks;
+
+  /// The budget the device enforces: the spec's, else its default
+  /// (0: unlimited).
+  uint64_t budget() const {
+    return spec.budget ? spec.budget : traits.maximumMemory;
+  }
 };
 
 /// The context the runner keeps for each network name.
@@ -128,11 +145,20 @@ struct ModelStep {
 /// The reference model. Copyable, so generators can use it as their state.
 class Model {
 public:
-  /// A model of \p devices of a backend declaring \p capabilities. With
-  /// \p trackContents false the model predicts outcomes, states and memory
-  /// only (contents never decide an outcome), at a cost independent of the
-  /// tensors' sizes: what a generator needs.
+  /// A model of \p devices that all declare \p capabilities and are held to
+  /// their specs' budgets only (a device without one is unlimited): enough
+  /// for generating scenarios. Predictions for a backend come from the other
+  /// constructor. With \p trackContents false the model predicts outcomes,
+  /// states and memory only (contents never decide an outcome), at a cost
+  /// independent of the tensors' sizes: what a generator needs.
   Model(std::vector<DeviceSpec> devices, Capabilities capabilities,
+        bool trackContents = true);
+  /// A model of \p devices, each with the traits \p traitsOf gives for its
+  /// spec: its own capabilities and default budget, as the created device
+  /// reports them (so a device configured without resident tensors may sit
+  /// beside one with them).
+  Model(std::vector<DeviceSpec> devices,
+        const std::function<DeviceTraits(const DeviceSpec &)> &traitsOf,
         bool trackContents = true);
   Model() = default;
 
@@ -163,7 +189,6 @@ public:
   const std::map<std::string, std::string> &placement() const {
     return placement_;
   }
-  const Capabilities &capabilities() const { return capabilities_; }
 
   /// The tensor named \p name, or nullptr.
   const ModelTensor *tensor(const std::string &name) const;
@@ -201,7 +226,6 @@ private:
   void unbindEverywhere(const std::string &tensor);
   void forgetTensor(const std::string &name, Step &step);
 
-  Capabilities capabilities_;
   bool trackContents_ = true;
   std::map<std::string, ModelTensor> tensors_;
   std::map<int, ModelRecord> records_;

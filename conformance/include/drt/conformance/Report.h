@@ -29,14 +29,17 @@ struct RunSummary {
   bool passed() const;
 };
 
-/// The summary table printed at the end (property, backend, cases, steps,
-/// result, skips and why, coverage).
+/// The summary table printed at the end: one row per property, backend and
+/// configuration (cases, steps, result, skips and why, coverage), each
+/// column as wide as its longest entry.
 std::string summaryTable(const RunSummary &summary);
 /// The conformance summary in Markdown, including residency transitions.
 std::string markdownReport(const RunSummary &summary);
 /// The same summary as JSON.
 std::string jsonReport(const RunSummary &summary);
-/// JUnit XML: one testsuite per backend, one testcase per property.
+/// JUnit XML: one testsuite per backend, one testcase per property and
+/// configuration ("NAME" for the default one, "NAME [CONFIGURATION]"
+/// otherwise).
 std::string junitReport(const RunSummary &summary);
 
 /// \p s as a JSON string literal (quoted and escaped).

@@ -197,10 +197,19 @@ void fillPattern(ElemKind kind, uint64_t pattern, size_t firstElement,
 std::vector<uint8_t> patternBytes(ElemKind kind, uint64_t pattern,
                                   size_t firstElement, size_t elements);
 
+/// The largest tensor a scenario may create, in bytes (2 GiB). The runner,
+/// the model and the reference device hold every tensor in host memory, about
+/// three times over, so a larger type the contract accepts is refused before
+/// a run starts. A type over drt::MaxTensorBytes may still be written: the
+/// contract refuses it (violation invalid-tensor-type), and such a step
+/// tests exactly that.
+inline constexpr size_t MaxScenarioTensorBytes = size_t(1) << 31;
+
 /// Checks names: tensors are created before use and created once, devices
 /// are declared, locations belong to the device they are used on, networks
-/// are added before use. Returns a message naming the step, or "" when the
-/// scenario is well formed.
+/// are added before use; and sizes: no created tensor of a valid type is
+/// larger than MaxScenarioTensorBytes. Returns a message naming the step, or
+/// "" when the scenario is well formed.
 std::string validateScenario(const Scenario &scenario);
 
 } // namespace drt::conformance

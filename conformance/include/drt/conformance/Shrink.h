@@ -4,10 +4,11 @@
 // fuzzer bytes, or written by hand) and a predicate that runs it, and returns
 // a scenario that still fails and is shorter and simpler. It removes runs of
 // commands (the commands a removal leaves dangling go with it), then
-// simplifies what remains: sizes towards the small end of the input space,
-// values towards zeros and small exact ones, networks towards fewer nodes,
-// offsets towards zero, faults towards the first operation, devices towards
-// fewer and plainer ones.
+// simplifies what remains: moves that only rename a tensor go (its later
+// commands name the move's source), sizes towards the small end of the input
+// space, values towards zeros and small exact ones, networks towards fewer
+// nodes and runs towards fewer bindings, offsets towards zero, faults towards
+// the first operation, devices towards fewer and plainer ones.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DRT_CONFORMANCE_SHRINK_H

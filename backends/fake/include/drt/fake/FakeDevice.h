@@ -5,18 +5,17 @@
 // alignment, completions can arrive on a worker thread after seeded random
 // delays, faults can be planned, and every action is counted and logged.
 //
-// Parameters (DeviceConfig::parameters):
-//   async=1          complete on a worker thread after random delays
-//   seed=N           seed of the delays (default 1)
-//   max-delay-us=N   largest delay in microseconds (default 200)
-//   alignment=N      physical allocation granule in bytes (default 64)
-//   resident=0       declare no resident tensors (runs bring outputs home)
-// The default budget (memoryBudget 0) is 1 GiB.
+// Its DeviceConfig parameters are declared by fakeParameters() (the registry
+// lists them; drt-conformance --list prints them): async, resident, seed,
+// max-delay-us and alignment. The default budget (memoryBudget 0) is 1 GiB; a
+// budget larger than the host's memory, which simulates the device's, is
+// refused.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DRT_FAKE_FAKEDEVICE_H
 #define DRT_FAKE_FAKEDEVICE_H
 
+#include "drt/BackendRegistry.h"
 #include "drt/DeviceManager.h"
 #include "drt/FaultPlan.h"
 #include "drt/LocationTable.h"
@@ -36,9 +35,18 @@ namespace drt::fake {
 /// The budget of a fake device configured with memoryBudget 0.
 inline constexpr uint64_t DefaultMemoryBudget = uint64_t(1) << 30;
 
-/// What a fake device declares with the parameters async and resident (the
-/// registry lists the fake backend with both set).
+/// What a fake device declares with the parameters async and resident.
 Capabilities fakeCapabilities(bool async, bool resident);
+
+/// The DeviceConfig parameters a fake device reads, with their defaults,
+/// meanings, allowed values and the values a conformance run tests.
+const std::vector<BackendParameter> &fakeParameters();
+
+/// The registry entry of the fake backend: its parameters, the capabilities
+/// of its default configuration (synchronous, resident tensors) and of any
+/// other. A test layer deriving from FakeDevice registers a copy with its
+/// own name and factory.
+BackendInfo fakeBackendInfo();
 
 /// The reference device. Not final: a test layer (the self-test's mutants)
 /// may derive from it to change one hook and keep the rest exact.

@@ -7,7 +7,8 @@
 // completed by a completion thread, and a memory budget enforced by its own
 // accounting (POCL never fails an allocation past its reported size).
 //
-// The backend registers itself as "opencl". Device config parameters:
+// The backend registers itself as "opencl". Its DeviceConfig parameters are
+// declared by openCLParameters() (drt-conformance --list prints them):
 //   platform        index or case-insensitive name substring of the platform
 //                   (default: env DRT_OPENCL_PLATFORM, else the first platform
 //                   that has a matching device)
@@ -18,11 +19,15 @@
 //   shared-context  0 to create a context and build the kernels of its own
 //                   instead of sharing those of the device's other managers
 //                   in the process (default 1)
+// Any other key, or a value outside a parameter's allowed values, makes
+// init() fail with InvalidArgument; so does a memory budget larger than the
+// device's global memory.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DRT_OPENCL_OPENCLDEVICE_H
 #define DRT_OPENCL_OPENCLDEVICE_H
 
+#include "drt/BackendRegistry.h"
 #include "drt/DeviceManager.h"
 #include "drt/Error.h"
 
@@ -69,6 +74,11 @@ std::string openCLErrorName(int32_t code);
 
 /// The capabilities every OpenCL device manager declares.
 Capabilities openCLCapabilities();
+
+/// The DeviceConfig parameters an OpenCL device manager reads, with their
+/// defaults, meanings, allowed values and the values a conformance run
+/// tests (pinned-staging and shared-context, both ways).
+const std::vector<BackendParameter> &openCLParameters();
 
 /// One OpenCL device as a drt::DeviceManager. Not final: a test layer (the
 /// self-test's mutants) may derive from it to change one hook.

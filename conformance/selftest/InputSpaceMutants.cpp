@@ -1,0 +1,1075 @@
+//===- InputSpaceMutants.cpp - Bugs only the input space reaches ----------===//
+//
+// Mutants of the reference device whose bug shows only where the input space
+// of the generators (drt/conformance/InputSpace.h) reaches: sizes past a
+// chunk, a page or a power of two, byte counts that are not a multiple of a
+// burst, element kinds beyond f32 and i32, special, extreme and rounding
+// values, networks of several nodes and of rank two or more, views at
+// unaligned or distant offsets, budgets met exactly or missed by one byte,
+// freed blocks handed out again. Each derives from the real FakeDevice,
+// breaks one rule of docs/semantics.md and keeps everything else exact; they
+// register as test-only "mutant:NAME" backends like those of FakeMutants.cpp.
+//
+//===----------------------------------------------------------------------===//
+#include "ElementArithmetic.h"
+#include "drt/BackendRegistry.h"
+#include "drt/FaultPlan.h"
+#include "drt/fake/FakeDevice.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <numeric>
+#include <vector>
+
+namespace drt::conformance::selftest {
+namespace {
+
+using fake::FakeDevice;
+
+constexpr uint64_t KiB = 1024;
+constexpr uint64_t MiB = 1024 * KiB;
+
+template <typename T> T load(const uint8_t *p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+template <typename T> void store(uint8_t *p, T v) {
+  std::memcpy(p, &v, sizeof v);
+}
+
+//===----------------------------------------------------------------------===//
+// Support: mutants that act on the device on their own behalf.
+//===----------------------------------------------------------------------===//
+
+/// A fake device that keeps the faults a scenario plans itself and strikes
+/// them where the fake device does (allocation, both copies, runs), so that
+/// the allocations and copies a mutant makes on its own behalf, through
+/// FakeDevice's hooks, strike none of them.
+class PlansFaultsItself : public FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+  Error injectFault(const FaultSpec &fault) override {
+    if (isShutDown())
+      return makeError(ErrorCode::DeviceLost,
+                       "injectFault: device '" + name() + "' is shut down");
+    return plan_.add(fault);
+  }
+
+protected:
+  /// The fault planned for this operation at \p site, or success; a
+  /// DeviceLost fault shuts the device down, which completes every
+  /// operation in flight.
+  Error strike(FaultSite site) {
+    std::optional<ErrorCode> code = plan_.strike(site);
+    if (!code)
+      return Error::success();
+    Error e(*code, "injected fault at " + std::string(faultSiteName(site)) +
+                       " on mutant device '" + name() + "'");
+    if (*code == ErrorCode::DeviceLost)
+      shutdown();
+    return e;
+  }
+
+  Expected<DeviceLocation> allocate(uint64_t bytes) final {
+    if (Error e = strike(FaultSite::Allocation))
+      return e;
+    return allocateUnplanned(bytes);
+  }
+  void copyToDevice(DeviceLocation dst, const std::byte *src, uint64_t bytes,
+                    CompletionCallback done) final {
+    if (Error e = strike(FaultSite::TransferToDevice)) {
+      if (e.code() != ErrorCode::DeviceLost)
+        done(std::move(e));
+      return;
+    }
+    FakeDevice::copyToDevice(dst, src, bytes, std::move(done));
+  }
+  void copyFromDevice(DeviceLocation src, std::byte *dst, uint64_t bytes,
+                      CompletionCallback done) final {
+    if (Error e = strike(FaultSite::TransferFromDevice)) {
+      if (e.code() != ErrorCode::DeviceLost)
+        done(std::move(e));
+      return;
+    }
+    FakeDevice::copyFromDevice(src, dst, bytes, std::move(done));
+  }
+  void execute(const Function &function, std::vector<RunArgument> arguments,
+               CompletionCallback done) final {
+    if (Error e = strike(FaultSite::Run)) {
+      if (e.code() != ErrorCode::DeviceLost)
+        done(std::move(e));
+      return;
+    }
+    executeUnplanned(function, std::move(arguments), std::move(done));
+  }
+
+  /// allocate() once no fault struck.
+  virtual Expected<DeviceLocation> allocateUnplanned(uint64_t bytes) {
+    return FakeDevice::allocate(bytes);
+  }
+  /// execute() once no fault struck.
+  virtual void executeUnplanned(const Function &function,
+                                std::vector<RunArgument> arguments,
+                                CompletionCallback done) {
+    FakeDevice::execute(function, std::move(arguments), std::move(done));
+  }
+
+private:
+  FaultPlan plan_;
+};
+
+/// The bytes of a run's placeholders, by name.
+using RunValues = std::map<std::string, std::vector<uint8_t>>;
+
+/// A fake device whose runs compute differently. The real device runs the
+/// function (its bounds checks and counters), then the mutant computes it
+/// again from the placeholders' bytes as they were before the run, node by
+/// node in evaluationOrder(), each over elementsComputed() elements with
+/// mutatedElement() where it applies, and writes the outputs over the real
+/// ones. The defaults compute what the contract says (with the
+/// reference model's arithmetic), so a mutant overrides the one thing its
+/// bug changes.
+class RecomputingDevice : public PlansFaultsItself {
+public:
+  using PlansFaultsItself::PlansFaultsItself;
+  /// The real counters, without the writes of recomputed outputs.
+  DeviceStats stats() const override {
+    DeviceStats s = FakeDevice::stats();
+    std::lock_guard<std::mutex> lock(mutex_);
+    s.transfersToDevice -= ownWrites_;
+    s.bytesToDevice -= ownBytes_;
+    return s;
+  }
+
+protected:
+  /// The order the nodes of \p function are computed in.
+  virtual std::vector<size_t> evaluationOrder(const Function &function) const {
+    std::vector<size_t> order(function.nodes().size());
+    std::iota(order.begin(), order.end(), size_t(0));
+    return order;
+  }
+  /// How many elements of an output of \p type a node computes (from the
+  /// first); the rest keep the bytes they had.
+  virtual size_t elementsComputed(const Type &type) const {
+    return type.numElements();
+  }
+  /// Writes the mutant's result of one element of \p op over \p kind to
+  /// \p out and returns true, or returns false for the contract's result.
+  virtual bool mutatedElement(OpKind, ElemKind, double, const uint8_t *,
+                              const uint8_t *, uint8_t *) const {
+    return false;
+  }
+  /// Computes node \p index of \p function over \p values.
+  void computeNode(const Function &function, size_t index,
+                   RunValues &values) const {
+    const Node &node = function.nodes()[index];
+    const Type &type = function.findPlaceholder(node.output)->type;
+    size_t size = elemSize(type.kind);
+    const uint8_t *a = values.at(node.inputs[0]).data();
+    const uint8_t *b =
+        node.inputs.size() > 1 ? values.at(node.inputs[1]).data() : nullptr;
+    uint8_t *out = values.at(node.output).data();
+    for (size_t i = 0, n = elementsComputed(type); i < n; ++i) {
+      const uint8_t *y = b ? b + i * size : nullptr;
+      if (!mutatedElement(node.op, type.kind, node.factor, a + i * size, y,
+                          out + i * size))
+        computeElement(node.op, type.kind, node.factor, a + i * size, y,
+                       out + i * size);
+    }
+  }
+
+  void executeUnplanned(const Function &function,
+                        std::vector<RunArgument> arguments,
+                        CompletionCallback done) override {
+    auto values = std::make_shared<RunValues>();
+    for (size_t i = 0; i < function.placeholders().size(); ++i) {
+      const Placeholder &p = function.placeholders()[i];
+      std::vector<std::byte> all = deviceBytes(arguments[i].location);
+      std::vector<uint8_t> bytes(p.type.sizeInBytes());
+      if (arguments[i].offsetBytes + bytes.size() <= all.size())
+        std::memcpy(bytes.data(), all.data() + arguments[i].offsetBytes,
+                    bytes.size());
+      (*values)[p.name] = std::move(bytes);
+    }
+    FakeDevice::execute(function, arguments,
+                        [this, &function, arguments, values, done](Error e) {
+                          if (e)
+                            return done(std::move(e));
+                          for (size_t index : evaluationOrder(function))
+                            computeNode(function, index, *values);
+                          writeOutputs(function, arguments, *values, done);
+                        });
+  }
+
+private:
+  /// Writes the outputs in \p values over the device's, then calls \p done.
+  void writeOutputs(const Function &function,
+                    const std::vector<RunArgument> &arguments,
+                    const RunValues &values, CompletionCallback done) {
+    struct Writes {
+      std::mutex mutex;
+      size_t left = 0;
+      Error first;
+      CompletionCallback done;
+      std::vector<std::vector<std::byte>> buffers;
+    };
+    auto writes = std::make_shared<Writes>();
+    std::vector<DeviceLocation> targets;
+    for (size_t i = 0; i < function.placeholders().size(); ++i) {
+      const Placeholder &p = function.placeholders()[i];
+      if (!function.isOutput(p.name))
+        continue;
+      std::vector<std::byte> all = deviceBytes(arguments[i].location);
+      const std::vector<uint8_t> &bytes = values.at(p.name);
+      if (arguments[i].offsetBytes + bytes.size() > all.size())
+        continue;
+      std::memcpy(all.data() + arguments[i].offsetBytes, bytes.data(),
+                  bytes.size());
+      writes->buffers.push_back(std::move(all));
+      targets.push_back(arguments[i].location);
+    }
+    writes->left = targets.size();
+    writes->done = std::move(done);
+    if (targets.empty())
+      return writes->done(Error::success());
+    for (size_t i = 0; i < targets.size(); ++i) {
+      const std::vector<std::byte> &buffer = writes->buffers[i];
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        ++ownWrites_;
+        ownBytes_ += buffer.size();
+      }
+      FakeDevice::copyToDevice(
+          targets[i], buffer.data(), buffer.size(), [writes](Error e) {
+            std::unique_lock<std::mutex> lock(writes->mutex);
+            if (e && !writes->first)
+              writes->first = std::move(e);
+            if (--writes->left > 0)
+              return;
+            Error outcome = std::move(writes->first);
+            lock.unlock();
+            writes->done(std::move(outcome));
+          });
+    }
+  }
+
+  mutable std::mutex mutex_;
+  uint64_t ownWrites_ = 0;
+  uint64_t ownBytes_ = 0;
+};
+
+/// A fake device whose allocations are known outside by handles of the
+/// mutant's own making (handleFor), translated back to the real device's
+/// locations in every hook. A handle it does not know is passed on as it is
+/// (the real device rejects it as stale or unknown).
+class HandleTranslatingDevice : public FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+
+protected:
+  /// The handle a new allocation of \p bytes at \p real is known by.
+  /// Called with the mutant's lock held.
+  virtual DeviceLocation handleFor(DeviceLocation real, uint64_t bytes) = 0;
+  /// Called when the allocation of \p bytes known as \p handle is freed,
+  /// with the mutant's lock held.
+  virtual void retired(DeviceLocation, uint64_t) {}
+  /// Called when the device shuts down, with the mutant's lock held.
+  virtual void forgetAll() {}
+
+  Expected<DeviceLocation> allocate(uint64_t bytes) override {
+    Expected<DeviceLocation> real = FakeDevice::allocate(bytes);
+    if (!real)
+      return real;
+    std::lock_guard<std::mutex> lock(mutex_);
+    DeviceLocation handle = handleFor(*real, bytes);
+    live_[handle.value] = *real;
+    return handle;
+  }
+  Error free(DeviceLocation handle) override {
+    DeviceLocation real = realOf(handle);
+    Expected<uint64_t> bytes = FakeDevice::allocationSize(real);
+    if (Error e = FakeDevice::free(real))
+      return e;
+    std::lock_guard<std::mutex> lock(mutex_);
+    live_.erase(handle.value);
+    retired(handle, bytes ? *bytes : 0);
+    return Error::success();
+  }
+  Expected<uint64_t> allocationSize(DeviceLocation handle) const override {
+    return FakeDevice::allocationSize(realOf(handle));
+  }
+  void copyToDevice(DeviceLocation dst, const std::byte *src, uint64_t bytes,
+                    CompletionCallback done) override {
+    FakeDevice::copyToDevice(realOf(dst), src, bytes, std::move(done));
+  }
+  void copyFromDevice(DeviceLocation src, std::byte *dst, uint64_t bytes,
+                      CompletionCallback done) override {
+    FakeDevice::copyFromDevice(realOf(src), dst, bytes, std::move(done));
+  }
+  void execute(const Function &function, std::vector<RunArgument> arguments,
+               CompletionCallback done) override {
+    for (RunArgument &a : arguments)
+      a.location = realOf(a.location);
+    FakeDevice::execute(function, std::move(arguments), std::move(done));
+  }
+  void shutdownBackend() override {
+    FakeDevice::shutdownBackend();
+    std::lock_guard<std::mutex> lock(mutex_);
+    live_.clear();
+    forgetAll();
+  }
+
+private:
+  DeviceLocation realOf(DeviceLocation handle) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = live_.find(handle.value);
+    return it == live_.end() ? handle : it->second;
+  }
+
+  mutable std::mutex mutex_;
+  std::map<uint64_t, DeviceLocation> live_;
+};
+
+//===----------------------------------------------------------------------===//
+// Size-dependent paths.
+//===----------------------------------------------------------------------===//
+
+/// copyToDevice() moves data in 64 KiB chunks and drops what is left after
+/// the last whole chunk.
+class UploadDropsTailPast64K final : public FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+  ~UploadDropsTailPast64K() override { shutdown(); }
+
+protected:
+  void copyToDevice(DeviceLocation dst, const std::byte *src, uint64_t bytes,
+                    CompletionCallback done) override {
+    constexpr uint64_t Chunk = 64 * KiB;
+    FakeDevice::copyToDevice(dst, src,
+                             bytes > Chunk ? bytes / Chunk * Chunk : bytes,
+                             std::move(done));
+  }
+};
+
+/// copyToDevice() moves whole 16-byte bursts: a byte count that is not a
+/// multiple of 16 is rounded down.
+class UploadIn16ByteBursts final : public FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+  ~UploadIn16ByteBursts() override { shutdown(); }
+
+protected:
+  void copyToDevice(DeviceLocation dst, const std::byte *src, uint64_t bytes,
+                    CompletionCallback done) override {
+    FakeDevice::copyToDevice(dst, src, bytes & ~uint64_t(15), std::move(done));
+  }
+};
+
+/// copyToDevice() of exactly a power of two of at least 4 KiB (a path for
+/// whole pages) copies one byte less: it uses the size's mask as its length.
+class UploadShortAtPowerOfTwo final : public FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+  ~UploadShortAtPowerOfTwo() override { shutdown(); }
+
+protected:
+  void copyToDevice(DeviceLocation dst, const std::byte *src, uint64_t bytes,
+                    CompletionCallback done) override {
+    if (bytes >= 4 * KiB && std::has_single_bit(bytes))
+      bytes = bytes - 1;
+    FakeDevice::copyToDevice(dst, src, bytes, std::move(done));
+  }
+};
+
+/// copyFromDevice() of more than 1 MiB goes through a 1 MiB staging buffer
+/// and never advances its source offset: every piece is the first MiB.
+class ReadBackStagingNotAdvanced final : public FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+  ~ReadBackStagingNotAdvanced() override { shutdown(); }
+
+protected:
+  void copyFromDevice(DeviceLocation src, std::byte *dst, uint64_t bytes,
+                      CompletionCallback done) override {
+    if (bytes <= MiB)
+      return FakeDevice::copyFromDevice(src, dst, bytes, std::move(done));
+    FakeDevice::copyFromDevice(src, dst, MiB, [dst, bytes, done](Error e) {
+      if (e.isSuccess())
+        for (uint64_t at = MiB; at < bytes; at += MiB)
+          std::memcpy(dst + at, dst, std::min(MiB, bytes - at));
+      done(std::move(e));
+    });
+  }
+};
+
+/// An allocation of more than 4 MiB (the device's largest single
+/// allocation) is OutOfMemory however much of the budget is free.
+class LargestAllocation4MiB final : public PlansFaultsItself {
+public:
+  using PlansFaultsItself::PlansFaultsItself;
+  ~LargestAllocation4MiB() override { shutdown(); }
+
+protected:
+  Expected<DeviceLocation> allocateUnplanned(uint64_t bytes) override {
+    if (bytes > 4 * MiB)
+      return makeError(ErrorCode::OutOfMemory,
+                       "mutant device '" + name() + "': allocation of " +
+                           std::to_string(bytes) +
+                           " bytes exceeds the largest single allocation");
+    return FakeDevice::allocate(bytes);
+  }
+};
+
+/// usedMemory() counts an allocation of at least a page (4 KiB) in whole
+/// pages: the page allocator's size, not the tensor's.
+class PagesCountedAsUsed final : public FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+  ~PagesCountedAsUsed() override { shutdown(); }
+  uint64_t usedMemory() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return FakeDevice::usedMemory() + padding_;
+  }
+
+protected:
+  Expected<DeviceLocation> allocate(uint64_t bytes) override {
+    Expected<DeviceLocation> loc = FakeDevice::allocate(bytes);
+    if (loc) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      padding_ += paddingOf(bytes);
+    }
+    return loc;
+  }
+  Error free(DeviceLocation location) override {
+    Expected<uint64_t> bytes = allocationSize(location);
+    Error e = FakeDevice::free(location);
+    if (!e && bytes) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      padding_ -= paddingOf(*bytes);
+    }
+    return e;
+  }
+  void shutdownBackend() override {
+    FakeDevice::shutdownBackend();
+    std::lock_guard<std::mutex> lock(mutex_);
+    padding_ = 0;
+  }
+
+private:
+  static uint64_t paddingOf(uint64_t bytes) {
+    constexpr uint64_t Page = 4 * KiB;
+    return bytes < Page ? 0 : (bytes + Page - 1) / Page * Page - bytes;
+  }
+  mutable std::mutex mutex_;
+  uint64_t padding_ = 0;
+};
+
+/// A run over more than 64 elements is launched on whole work-groups of 64
+/// with no bounds-checked tail: the last n mod 64 elements are not computed.
+class RunSkipsPartialWorkGroup final : public RecomputingDevice {
+public:
+  using RecomputingDevice::RecomputingDevice;
+  ~RunSkipsPartialWorkGroup() override { shutdown(); }
+
+protected:
+  size_t elementsComputed(const Type &type) const override {
+    size_t n = type.numElements();
+    return n > 64 ? n / 64 * 64 : n;
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Value-dependent arithmetic (runs only; NaN payloads stay free).
+//===----------------------------------------------------------------------===//
+
+/// f16 relu tests the sign bit: a NaN with the sign bit clear passes
+/// through instead of giving +0.
+class F16ReluTestsSignBit final : public RecomputingDevice {
+public:
+  using RecomputingDevice::RecomputingDevice;
+  ~F16ReluTestsSignBit() override { shutdown(); }
+
+protected:
+  bool mutatedElement(OpKind op, ElemKind kind, double, const uint8_t *a,
+                      const uint8_t *, uint8_t *out) const override {
+    if (op != OpKind::Relu || kind != ElemKind::Float16)
+      return false;
+    uint16_t bits = load<uint16_t>(a);
+    store<uint16_t>(out, (bits & 0x8000) ? 0 : bits);
+    return true;
+  }
+};
+
+/// bf16 relu is x >= 0 ? x : 0, so -0 stays -0.
+class Bf16ReluKeepsNegativeZero final : public RecomputingDevice {
+public:
+  using RecomputingDevice::RecomputingDevice;
+  ~Bf16ReluKeepsNegativeZero() override { shutdown(); }
+
+protected:
+  bool mutatedElement(OpKind op, ElemKind kind, double, const uint8_t *a,
+                      const uint8_t *, uint8_t *out) const override {
+    if (op != OpKind::Relu || kind != ElemKind::BFloat16)
+      return false;
+    float x = bfloat16ToFloat(load<uint16_t>(a));
+    store<uint16_t>(out, floatToBFloat16(x >= 0 ? x : 0.0f));
+    return true;
+  }
+};
+
+/// f32 add and mul flush denormal inputs and results to zero of the same
+/// sign (a device in flush-to-zero mode that does not say so).
+class F32FlushesDenormals final : public RecomputingDevice {
+public:
+  using RecomputingDevice::RecomputingDevice;
+  ~F32FlushesDenormals() override { shutdown(); }
+
+protected:
+  bool mutatedElement(OpKind op, ElemKind kind, double, const uint8_t *a,
+                      const uint8_t *b, uint8_t *out) const override {
+    if ((op != OpKind::Add && op != OpKind::Mul) || kind != ElemKind::Float32)
+      return false;
+    float x = flush(load<float>(a)), y = flush(load<float>(b));
+    store(out, flush(op == OpKind::Add ? x + y : x * y));
+    return true;
+  }
+
+private:
+  static float flush(float v) {
+    return std::fpclassify(v) == FP_SUBNORMAL ? std::copysign(0.0f, v) : v;
+  }
+};
+
+/// i32 mul saturates at the i32 range instead of wrapping.
+class I32MulSaturates final : public RecomputingDevice {
+public:
+  using RecomputingDevice::RecomputingDevice;
+  ~I32MulSaturates() override { shutdown(); }
+
+protected:
+  bool mutatedElement(OpKind op, ElemKind kind, double, const uint8_t *a,
+                      const uint8_t *b, uint8_t *out) const override {
+    if (op != OpKind::Mul || kind != ElemKind::Int32)
+      return false;
+    int64_t p = int64_t(load<int32_t>(a)) * int64_t(load<int32_t>(b));
+    p = std::clamp<int64_t>(p, std::numeric_limits<int32_t>::min(),
+                            std::numeric_limits<int32_t>::max());
+    store(out, int32_t(p));
+    return true;
+  }
+};
+
+/// i64 add is computed in 32 bits and sign-extended (the kernel's sum was
+/// declared int).
+class I64AddIn32Bits final : public RecomputingDevice {
+public:
+  using RecomputingDevice::RecomputingDevice;
+  ~I64AddIn32Bits() override { shutdown(); }
+
+protected:
+  bool mutatedElement(OpKind op, ElemKind kind, double, const uint8_t *a,
+                      const uint8_t *b, uint8_t *out) const override {
+    if (op != OpKind::Add || kind != ElemKind::Int64)
+      return false;
+    uint32_t sum = uint32_t(load<uint64_t>(a)) + uint32_t(load<uint64_t>(b));
+    store(out, int64_t(int32_t(sum)));
+    return true;
+  }
+};
+
+/// u8 scale saturates at 255 instead of wrapping modulo 256.
+class U8ScaleSaturates final : public RecomputingDevice {
+public:
+  using RecomputingDevice::RecomputingDevice;
+  ~U8ScaleSaturates() override { shutdown(); }
+
+protected:
+  bool mutatedElement(OpKind op, ElemKind kind, double factor, const uint8_t *a,
+                      const uint8_t *, uint8_t *out) const override {
+    if (op != OpKind::Scale || kind != ElemKind::UInt8)
+      return false;
+    unsigned p = unsigned(load<uint8_t>(a)) * unsigned(factor);
+    store(out, uint8_t(std::min(p, 255u)));
+    return true;
+  }
+};
+
+/// The result of \p op over two widened values, as the contract computes it
+/// before rounding to the kind (scale's factor is already rounded).
+float floatResult(OpKind op, float x, float y) {
+  return op == OpKind::Add ? x + y : x * y;
+}
+
+/// f16 add, mul and scale round their float result toward zero (the bits
+/// are truncated) instead of to nearest even.
+class F16RoundsTowardZero final : public RecomputingDevice {
+public:
+  using RecomputingDevice::RecomputingDevice;
+  ~F16RoundsTowardZero() override { shutdown(); }
+
+protected:
+  bool mutatedElement(OpKind op, ElemKind kind, double factor, const uint8_t *a,
+                      const uint8_t *b, uint8_t *out) const override {
+    if (kind != ElemKind::Float16 ||
+        (op != OpKind::Add && op != OpKind::Mul && op != OpKind::Scale))
+      return false;
+    float x = halfToFloat(load<uint16_t>(a));
+    float y = op == OpKind::Scale ? halfToFloat(floatToHalf(float(factor)))
+                                  : halfToFloat(load<uint16_t>(b));
+    float r = floatResult(op == OpKind::Scale ? OpKind::Mul : op, x, y);
+    uint16_t h = floatToHalf(r);
+    if (!std::isnan(r) && std::fabs(halfToFloat(h)) > std::fabs(r))
+      h = uint16_t(h - 1); // one unit less in magnitude: the encoding is
+                           // monotonic, and infinity steps to the largest
+                           // finite value
+    store(out, h);
+    return true;
+  }
+};
+
+/// bf16 add, mul and scale keep the upper half of their float result (the
+/// classic shift by 16) instead of rounding to nearest even.
+class Bf16Truncates final : public RecomputingDevice {
+public:
+  using RecomputingDevice::RecomputingDevice;
+  ~Bf16Truncates() override { shutdown(); }
+
+protected:
+  bool mutatedElement(OpKind op, ElemKind kind, double factor, const uint8_t *a,
+                      const uint8_t *b, uint8_t *out) const override {
+    if (kind != ElemKind::BFloat16 ||
+        (op != OpKind::Add && op != OpKind::Mul && op != OpKind::Scale))
+      return false;
+    float x = bfloat16ToFloat(load<uint16_t>(a));
+    float y = op == OpKind::Scale
+                  ? bfloat16ToFloat(floatToBFloat16(float(factor)))
+                  : bfloat16ToFloat(load<uint16_t>(b));
+    float r = floatResult(op == OpKind::Scale ? OpKind::Mul : op, x, y);
+    store(out, uint16_t(std::bit_cast<uint32_t>(r) >> 16));
+    return true;
+  }
+};
+
+/// f32 scale multiplies in double by the factor as given and rounds the
+/// product to float, instead of multiplying by the factor rounded to f32.
+class F32ScaleInDouble final : public RecomputingDevice {
+public:
+  using RecomputingDevice::RecomputingDevice;
+  ~F32ScaleInDouble() override { shutdown(); }
+
+protected:
+  bool mutatedElement(OpKind op, ElemKind kind, double factor, const uint8_t *a,
+                      const uint8_t *, uint8_t *out) const override {
+    if (op != OpKind::Scale || kind != ElemKind::Float32)
+      return false;
+    store(out, float(double(load<float>(a)) * factor));
+    return true;
+  }
+};
+
+/// i64 relu compares on the unsigned type the other ops compute on, so a
+/// negative value passes through.
+class I64ReluUnsigned final : public RecomputingDevice {
+public:
+  using RecomputingDevice::RecomputingDevice;
+  ~I64ReluUnsigned() override { shutdown(); }
+
+protected:
+  bool mutatedElement(OpKind op, ElemKind kind, double, const uint8_t *a,
+                      const uint8_t *, uint8_t *out) const override {
+    if (op != OpKind::Relu || kind != ElemKind::Int64)
+      return false;
+    uint64_t x = load<uint64_t>(a);
+    store(out, x > 0 ? x : uint64_t(0));
+    return true;
+  }
+};
+
+/// u8 relu reads its element as a (signed) char: values from 128 up are
+/// taken as negative and give 0 (u8 relu is the identity).
+class U8ReluSignedChar final : public RecomputingDevice {
+public:
+  using RecomputingDevice::RecomputingDevice;
+  ~U8ReluSignedChar() override { shutdown(); }
+
+protected:
+  bool mutatedElement(OpKind op, ElemKind kind, double, const uint8_t *a,
+                      const uint8_t *, uint8_t *out) const override {
+    if (op != OpKind::Relu || kind != ElemKind::UInt8)
+      return false;
+    int8_t x = load<int8_t>(a);
+    store(out, uint8_t(x > 0 ? x : 0));
+    return true;
+  }
+};
+
+/// bf16 add, mul and scale flush results below the smallest normal bf16 to
+/// zero of the same sign (a bf16 unit without denormals).
+class Bf16FlushesDenormalResults final : public RecomputingDevice {
+public:
+  using RecomputingDevice::RecomputingDevice;
+  ~Bf16FlushesDenormalResults() override { shutdown(); }
+
+protected:
+  bool mutatedElement(OpKind op, ElemKind kind, double factor, const uint8_t *a,
+                      const uint8_t *b, uint8_t *out) const override {
+    if (kind != ElemKind::BFloat16 ||
+        (op != OpKind::Add && op != OpKind::Mul && op != OpKind::Scale))
+      return false;
+    computeElement(op, kind, factor, a, b, out);
+    uint16_t bits = load<uint16_t>(out);
+    if ((bits & 0x7f80) == 0)
+      store<uint16_t>(out, bits & 0x8000);
+    return true;
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Count-dependent allocators.
+//===----------------------------------------------------------------------===//
+
+/// Freed blocks of at least 64 KiB stay in a cache for reuse by an
+/// allocation of the same size, and usedMemory() counts the cache (the
+/// memory reserved, not the memory in use).
+class CountsCachedBlocksAsUsed final : public FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+  ~CountsCachedBlocksAsUsed() override { shutdown(); }
+  uint64_t usedMemory() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    uint64_t cached = 0;
+    for (const auto &[bytes, count] : cache_)
+      cached += bytes * count;
+    return FakeDevice::usedMemory() + cached;
+  }
+
+protected:
+  Expected<DeviceLocation> allocate(uint64_t bytes) override {
+    Expected<DeviceLocation> loc = FakeDevice::allocate(bytes);
+    if (loc) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (auto it = cache_.find(bytes); it != cache_.end() && --it->second == 0)
+        cache_.erase(it);
+    }
+    return loc;
+  }
+  Error free(DeviceLocation location) override {
+    Expected<uint64_t> bytes = allocationSize(location);
+    Error e = FakeDevice::free(location);
+    if (!e && bytes && *bytes >= 64 * KiB) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++cache_[*bytes];
+    }
+    return e;
+  }
+  void shutdownBackend() override {
+    FakeDevice::shutdownBackend();
+    std::lock_guard<std::mutex> lock(mutex_);
+    cache_.clear();
+  }
+
+private:
+  mutable std::mutex mutex_;
+  std::map<uint64_t, uint64_t> cache_;
+};
+
+/// Freed blocks of at least a page (4 KiB) are cached by size and handed
+/// out again under the handle they had: no new generation, so a stale
+/// handle reaches the block's next owner.
+class CachedBlocksKeepTheirHandle final : public HandleTranslatingDevice {
+public:
+  using HandleTranslatingDevice::HandleTranslatingDevice;
+  ~CachedBlocksKeepTheirHandle() override { shutdown(); }
+
+protected:
+  DeviceLocation handleFor(DeviceLocation real, uint64_t bytes) override {
+    auto it = cached_.find(bytes);
+    if (it == cached_.end())
+      return real;
+    DeviceLocation handle = it->second.back();
+    it->second.pop_back();
+    if (it->second.empty())
+      cached_.erase(it);
+    return handle;
+  }
+  void retired(DeviceLocation handle, uint64_t bytes) override {
+    if (bytes >= 4 * KiB)
+      cached_[bytes].push_back(handle);
+  }
+  void forgetAll() override { cached_.clear(); }
+
+private:
+  std::map<uint64_t, std::vector<DeviceLocation>> cached_;
+};
+
+/// The allocator trims its cache whenever the bytes freed since the last
+/// trim pass 1 MiB, and the trim loses the block being freed: it stays
+/// allocated and counted.
+class TrimLosesBlockAtEachMiBFreed final : public FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+  ~TrimLosesBlockAtEachMiBFreed() override { shutdown(); }
+
+protected:
+  Error free(DeviceLocation location) override {
+    Expected<uint64_t> bytes = allocationSize(location);
+    if (bytes) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      sinceTrim_ += *bytes;
+      if (sinceTrim_ > MiB) {
+        sinceTrim_ = 0;
+        return Error::success();
+      }
+    }
+    return FakeDevice::free(location);
+  }
+
+private:
+  std::mutex mutex_;
+  uint64_t sinceTrim_ = 0;
+};
+
+/// Locations carry a slot and no generation: a stale location names
+/// whatever allocation holds its slot now.
+class NoGeneration final : public HandleTranslatingDevice {
+public:
+  using HandleTranslatingDevice::HandleTranslatingDevice;
+  ~NoGeneration() override { shutdown(); }
+
+protected:
+  DeviceLocation handleFor(DeviceLocation real, uint64_t) override {
+    return DeviceLocation{real.value & 0xffffffffu};
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Shape- and offset-dependent runs.
+//===----------------------------------------------------------------------===//
+
+/// A run is launched over the innermost dimension only: a network of rank
+/// two or more computes its first row.
+class RunComputesFirstRow final : public RecomputingDevice {
+public:
+  using RecomputingDevice::RecomputingDevice;
+  ~RunComputesFirstRow() override { shutdown(); }
+
+protected:
+  size_t elementsComputed(const Type &type) const override {
+    return type.dims.back();
+  }
+};
+
+/// Run arguments take their offsets modulo 64 KiB (a 16-bit offset field):
+/// a view input further into its tensor is read at the wrong place.
+class RunOffsetsModulo64K final : public PlansFaultsItself {
+public:
+  using PlansFaultsItself::PlansFaultsItself;
+  ~RunOffsetsModulo64K() override { shutdown(); }
+
+protected:
+  void executeUnplanned(const Function &function,
+                        std::vector<RunArgument> arguments,
+                        CompletionCallback done) override {
+    for (RunArgument &a : arguments)
+      a.offsetBytes %= 64 * KiB;
+    FakeDevice::execute(function, std::move(arguments), std::move(done));
+  }
+};
+
+/// Run arguments pass their offsets in 32-bit words: for 1- and 2-byte
+/// kinds an offset that is not a multiple of 4 is rounded down.
+class RunOffsetsInWords final : public PlansFaultsItself {
+public:
+  using PlansFaultsItself::PlansFaultsItself;
+  ~RunOffsetsInWords() override { shutdown(); }
+
+protected:
+  void executeUnplanned(const Function &function,
+                        std::vector<RunArgument> arguments,
+                        CompletionCallback done) override {
+    for (RunArgument &a : arguments)
+      a.offsetBytes &= ~uint64_t(3);
+    FakeDevice::execute(function, std::move(arguments), std::move(done));
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Rare combinations.
+//===----------------------------------------------------------------------===//
+
+/// The budget check rounds the request up to the allocator's 16-byte
+/// granule while usage counts exact bytes: an exact fit of a size that is
+/// not a multiple of 16 is OutOfMemory.
+class BudgetCheckRoundsUp final : public PlansFaultsItself {
+public:
+  using PlansFaultsItself::PlansFaultsItself;
+  ~BudgetCheckRoundsUp() override { shutdown(); }
+
+protected:
+  Expected<DeviceLocation> allocateUnplanned(uint64_t bytes) override {
+    uint64_t used = usedMemory(), budget = maximumMemory();
+    uint64_t granules = (bytes + 15) & ~uint64_t(15);
+    if (granules > budget - std::min(used, budget))
+      return makeError(ErrorCode::OutOfMemory,
+                       "mutant device '" + name() + "': allocation of " +
+                           std::to_string(bytes) + " bytes with " +
+                           std::to_string(used) + " of " +
+                           std::to_string(budget) + " bytes in use");
+    return FakeDevice::allocate(bytes);
+  }
+};
+
+/// The budget check rounds the request down to 16-byte granules: an
+/// allocation that misses the budget by less than 16 bytes is accepted.
+class BudgetCheckRoundsDown final : public PlansFaultsItself {
+public:
+  explicit BudgetCheckRoundsDown(DeviceConfig config)
+      : PlansFaultsItself(unlimited(config)),
+        budget_(config.memoryBudget ? config.memoryBudget
+                                    : fake::DefaultMemoryBudget) {}
+  ~BudgetCheckRoundsDown() override { shutdown(); }
+  uint64_t maximumMemory() const override { return budget_; }
+
+protected:
+  Expected<DeviceLocation> allocateUnplanned(uint64_t bytes) override {
+    uint64_t used = usedMemory();
+    if ((bytes & ~uint64_t(15)) > budget_ - std::min(used, budget_))
+      return makeError(ErrorCode::OutOfMemory,
+                       "mutant device '" + name() + "': allocation of " +
+                           std::to_string(bytes) + " bytes with " +
+                           std::to_string(used) + " of " +
+                           std::to_string(budget_) + " bytes in use");
+    return FakeDevice::allocate(bytes);
+  }
+
+private:
+  static DeviceConfig unlimited(DeviceConfig config) {
+    config.memoryBudget = 0;
+    return config;
+  }
+  uint64_t budget_;
+};
+
+/// Nodes are launched grouped by op (one kernel per op, in order of first
+/// use): in a network of three or more nodes a node can run before the
+/// node whose output it reads.
+class RunGroupsNodesByOp final : public RecomputingDevice {
+public:
+  using RecomputingDevice::RecomputingDevice;
+  ~RunGroupsNodesByOp() override { shutdown(); }
+
+protected:
+  std::vector<size_t> evaluationOrder(const Function &function) const override {
+    std::vector<OpKind> ops;
+    for (const Node &node : function.nodes())
+      if (std::find(ops.begin(), ops.end(), node.op) == ops.end())
+        ops.push_back(node.op);
+    std::vector<size_t> order;
+    for (OpKind op : ops)
+      for (size_t i = 0; i < function.nodes().size(); ++i)
+        if (function.nodes()[i].op == op)
+          order.push_back(i);
+    return order;
+  }
+};
+
+template <typename Mutant>
+BackendInfo mutant(std::string name, std::string description) {
+  return BackendInfo{
+      "mutant:" + std::move(name), std::move(description),
+      fake::fakeCapabilities(/*async=*/true, /*resident=*/true),
+      [](const DeviceConfig &config) -> std::unique_ptr<DeviceManager> {
+        return std::make_unique<Mutant>(config);
+      },
+      /*testOnly=*/true};
+}
+
+DRT_REGISTER_BACKEND(mutant<UploadDropsTailPast64K>(
+    "upload-drops-tail-past-64k",
+    "copyToDevice() drops what follows the last whole 64 KiB chunk"));
+DRT_REGISTER_BACKEND(mutant<UploadIn16ByteBursts>(
+    "upload-in-16-byte-bursts",
+    "copyToDevice() rounds its byte count down to a multiple of 16"));
+DRT_REGISTER_BACKEND(mutant<UploadShortAtPowerOfTwo>(
+    "upload-short-at-power-of-two",
+    "copyToDevice() of exactly 2^k >= 4 KiB bytes copies one byte less"));
+DRT_REGISTER_BACKEND(mutant<ReadBackStagingNotAdvanced>(
+    "read-back-staging-not-advanced",
+    "copyFromDevice() of more than 1 MiB reads the first MiB every time"));
+DRT_REGISTER_BACKEND(mutant<LargestAllocation4MiB>(
+    "largest-allocation-4mib",
+    "allocations past 4 MiB are OutOfMemory within the budget"));
+DRT_REGISTER_BACKEND(mutant<PagesCountedAsUsed>(
+    "pages-counted-as-used",
+    "usedMemory() counts allocations of a page or more in whole pages"));
+DRT_REGISTER_BACKEND(mutant<RunSkipsPartialWorkGroup>(
+    "run-skips-partial-work-group",
+    "a run over more than 64 elements leaves the last n mod 64 alone"));
+DRT_REGISTER_BACKEND(mutant<F16ReluTestsSignBit>(
+    "f16-relu-tests-sign-bit", "f16 relu lets a positive NaN through"));
+DRT_REGISTER_BACKEND(mutant<Bf16ReluKeepsNegativeZero>(
+    "bf16-relu-keeps-negative-zero", "bf16 relu(-0) gives -0"));
+DRT_REGISTER_BACKEND(mutant<F32FlushesDenormals>(
+    "f32-flushes-denormals", "f32 add and mul flush denormals to zero"));
+DRT_REGISTER_BACKEND(mutant<I32MulSaturates>(
+    "i32-mul-saturates", "i32 mul saturates instead of wrapping"));
+DRT_REGISTER_BACKEND(mutant<I64AddIn32Bits>("i64-add-in-32-bits",
+                                            "i64 add is computed in 32 bits"));
+DRT_REGISTER_BACKEND(mutant<U8ScaleSaturates>(
+    "u8-scale-saturates", "u8 scale saturates at 255 instead of wrapping"));
+DRT_REGISTER_BACKEND(mutant<F16RoundsTowardZero>(
+    "f16-rounds-toward-zero",
+    "f16 add, mul and scale truncate instead of rounding to nearest even"));
+DRT_REGISTER_BACKEND(mutant<Bf16Truncates>(
+    "bf16-truncates",
+    "bf16 add, mul and scale keep the upper half of the float result"));
+DRT_REGISTER_BACKEND(mutant<F32ScaleInDouble>(
+    "f32-scale-in-double",
+    "f32 scale multiplies in double by the unrounded factor"));
+DRT_REGISTER_BACKEND(mutant<I64ReluUnsigned>(
+    "i64-relu-unsigned", "i64 relu compares unsigned: negatives pass"));
+DRT_REGISTER_BACKEND(mutant<U8ReluSignedChar>(
+    "u8-relu-signed-char", "u8 relu reads a signed char: 128 and up give 0"));
+DRT_REGISTER_BACKEND(mutant<Bf16FlushesDenormalResults>(
+    "bf16-flushes-denormal-results",
+    "bf16 add, mul and scale flush denormal results to zero"));
+DRT_REGISTER_BACKEND(mutant<CountsCachedBlocksAsUsed>(
+    "counts-cached-blocks-as-used",
+    "usedMemory() still counts freed blocks of 64 KiB or more"));
+DRT_REGISTER_BACKEND(mutant<CachedBlocksKeepTheirHandle>(
+    "cached-blocks-keep-their-handle",
+    "a freed block of a page or more is handed out again under its old "
+    "handle"));
+DRT_REGISTER_BACKEND(mutant<TrimLosesBlockAtEachMiBFreed>(
+    "trim-loses-block-at-each-mib-freed",
+    "each time 1 MiB more has been freed, the block being freed leaks"));
+DRT_REGISTER_BACKEND(mutant<NoGeneration>(
+    "no-generation", "locations carry a slot and no generation"));
+DRT_REGISTER_BACKEND(mutant<RunComputesFirstRow>(
+    "run-computes-first-row",
+    "a run over rank >= 2 computes only its first row"));
+DRT_REGISTER_BACKEND(mutant<RunOffsetsModulo64K>(
+    "run-offsets-modulo-64k", "run argument offsets are taken modulo 64 KiB"));
+DRT_REGISTER_BACKEND(mutant<RunOffsetsInWords>(
+    "run-offsets-in-words",
+    "run argument offsets are rounded down to a multiple of 4 bytes"));
+DRT_REGISTER_BACKEND(mutant<BudgetCheckRoundsUp>(
+    "budget-check-rounds-up",
+    "the budget check rounds requests up to 16 bytes: exact fits fail"));
+DRT_REGISTER_BACKEND(mutant<BudgetCheckRoundsDown>(
+    "budget-check-rounds-down",
+    "the budget check rounds requests down to 16 bytes: near misses pass"));
+DRT_REGISTER_BACKEND(mutant<RunGroupsNodesByOp>(
+    "run-groups-nodes-by-op",
+    "nodes run grouped by op, out of order in networks of 3+ nodes"));
+
+} // namespace
+} // namespace drt::conformance::selftest

@@ -1,0 +1,77 @@
+//===- ShrinkTest.cpp - The shrinker's simplifications --------------------===//
+#include "drt/conformance/Shrink.h"
+#include "drt/conformance/Runner.h"
+#include "drt/conformance/ScenarioText.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+using namespace drt;
+using namespace drt::conformance;
+
+namespace {
+
+Scenario parsed(const char *text) {
+  ParseResult r = parseScenario(text);
+  if (const ParseError *e = std::get_if<ParseError>(&r)) {
+    ADD_FAILURE() << e->toString();
+    return {};
+  }
+  return std::get<Scenario>(r);
+}
+
+Scenario normalizedOnFake(const Scenario &s) {
+  return wellFormedScenario(s, "fake");
+}
+
+/// True when \p s has a run that succeeds.
+bool runSucceeds(const Scenario &s) {
+  return std::any_of(
+      s.commands.begin(), s.commands.end(), [](const Command &c) {
+        return c.kind == CommandKind::Run && c.expect == Outcome::ok();
+      });
+}
+
+/// True when \p s fails on a device that corrupts every read-back.
+bool failsOnCorruptReadBack(const Scenario &s) {
+  RunOptions options;
+  options.backend = "mutant:corrupt-read-back";
+  return !runScenario(s, options).passed();
+}
+
+TEST(Shrink, DropsARunBindingTheNetworkNoLongerHasAndItsTensor) {
+  // The "failure" is a run that succeeds; "o1" names no placeholder of the
+  // network, so its binding and the tensor made for it must go.
+  Scenario failing = parsed("device d0\n"
+                            "add-network n0 d0 f32 [4] o0=copy(x)\n"
+                            "create a f32 [4] fill=1\n"
+                            "create b f32 [4]\n"
+                            "create c f32 [4]\n"
+                            "run n0 x=a o0=b o1=c\n");
+  ShrinkResult r = shrinkScenario(failing, normalizedOnFake, runSucceeds);
+  EXPECT_EQ(printScenario(r.scenario), "device d0\n"
+                                       "add-network n0 d0 f32 [4] o0=copy(x)\n"
+                                       "create a f32 [4]\n"
+                                       "create b f32 [4]\n"
+                                       "run n0 x=a o0=b\n");
+}
+
+TEST(Shrink, DropsAMoveThatOnlyRenamesATensor) {
+  // The failure needs a tensor sent to the device (the runner reads it
+  // back at the end); the moves after its create only rename it.
+  Scenario failing = parsed("device d0\n"
+                            "create t0 f32 [4] fill=1\n"
+                            "create t1 f32 [1]\n"
+                            "move-construct t2 t0\n"
+                            "to-device t2 d0\n"
+                            "move-assign t1 t2\n"
+                            "from-device t1 d0 keep\n");
+  ShrinkResult r =
+      shrinkScenario(failing, normalizedOnFake, failsOnCorruptReadBack);
+  EXPECT_EQ(printScenario(r.scenario), "device d0\n"
+                                       "create t0 f32 [1]\n"
+                                       "to-device t0 d0\n");
+}
+
+} // namespace
