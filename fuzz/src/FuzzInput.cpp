@@ -3,6 +3,7 @@
 
 #include "drt/BackendRegistry.h"
 #include "drt/conformance/ChoiceSource.h"
+#include "drt/conformance/Configuration.h"
 #include "drt/conformance/Generators.h"
 #include "drt/conformance/InputSpace.h"
 #include "drt/conformance/Model.h"
@@ -13,6 +14,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <set>
 #include <tuple>
 #include <vector>
 
@@ -83,41 +85,34 @@ std::string setupProblem(const FuzzSetup &setup) {
 std::string DecodedInput::describe() const {
   if (form == Form::Text)
     return "scenario text";
-  return "choices (family '" + family + "')";
+  return "choices (family '" + family + "', configuration " + configuration +
+         ")";
 }
 
 namespace {
 
-Capabilities capabilitiesOf(const std::string &backend) {
-  const BackendInfo *info = BackendRegistry::instance().find(backend);
-  return info ? info->capabilities : Capabilities{};
-}
-
-/// The property families that can run on every backend of \p setup, in
-/// listing order: a choices input picks one of them first.
-std::vector<const PropertyFamily *> runnableFamilies(const FuzzSetup &setup) {
-  std::vector<const PropertyFamily *> out;
-  for (const PropertyFamily &family : propertyFamilies()) {
-    bool runs = family.skipReason(capabilitiesOf(setup.backend)).empty();
-    if (!setup.against.empty())
-      runs = runs && family.skipReason(capabilitiesOf(setup.against)).empty();
-    if (runs)
-      out.push_back(&family);
-  }
-  return out;
-}
-
-/// The generator of one property family, as a setup decodes with it.
+/// The generator of one property family in one configuration of the backend
+/// under test, as a setup decodes with it.
 struct FamilyGenerator {
   std::string family;
+  /// The configuration's parameters, set on every device the scenario
+  /// creates on the backend under test.
+  ParameterMap parameters;
   ScenarioGenerator generator;
 };
 
-/// The seed every family's profile is built with: it only seeds the fake
-/// device's asynchronous completion order, which the commands vary anyway.
-constexpr uint64_t ProfileSeed = 1;
+/// The capabilities of \p backend in its default configuration, or none
+/// when it is not registered (setupProblem has said so).
+Capabilities defaultCapabilities(const std::string &backend) {
+  auto caps = BackendRegistry::instance().capabilitiesFor(backend, {});
+  return caps ? *caps : Capabilities{};
+}
 
-/// The generators of the families runnable on \p setup's backends, built
+/// The generators of every (family, configuration) pair that runs on \p
+/// setup's backends, as a conformance run sweeps them: the configurations
+/// the backend declares worth testing, a family only where the
+/// configuration's capabilities allow it, and in differential mode only
+/// where the partner (in its default configuration) must behave alike. Built
 /// once per setup (a profile costs more to build than a short input costs
 /// to decode), their live bytes bounded by the setup.
 const std::vector<FamilyGenerator> &generatorsFor(const FuzzSetup &setup) {
@@ -129,16 +124,53 @@ const std::vector<FamilyGenerator> &generatorsFor(const FuzzSetup &setup) {
   auto it = cache.find(key);
   if (it != cache.end())
     return it->second;
+  BackendRegistry &registry = BackendRegistry::instance();
   std::vector<FamilyGenerator> generators;
-  for (const PropertyFamily *family : runnableFamilies(setup)) {
-    GeneratorProfile profile = family->profile(setup.backend, ProfileSeed);
-    profile.space.maxLiveBytes =
-        std::min(profile.space.maxLiveBytes, setup.maxLiveBytes);
-    generators.push_back(
-        {family->name,
-         ScenarioGenerator(std::move(profile), capabilitiesOf(setup.backend))});
+  auto configurations = registry.configurationsToTest(setup.backend);
+  if (!configurations) {
+    (void)configurations.takeError();
+    configurations = std::vector<ParameterMap>{{}};
+  }
+  std::optional<Capabilities> partner;
+  if (!setup.against.empty())
+    partner = defaultCapabilities(setup.against);
+  for (const ParameterMap &configuration : *configurations) {
+    auto caps = registry.capabilitiesFor(setup.backend, configuration);
+    if (!caps) {
+      (void)caps.takeError();
+      continue;
+    }
+    if (partner && !outcomeChangingDifference(*caps, *partner).empty())
+      continue;
+    for (const PropertyFamily &family : propertyFamilies()) {
+      if (!family.skipReason(*caps).empty() ||
+          (partner && !family.skipReason(*partner).empty()))
+        continue;
+      GeneratorProfile profile = family.profile();
+      profile.space.maxLiveBytes =
+          std::min(profile.space.maxLiveBytes, setup.maxLiveBytes);
+      generators.push_back({family.name, configuration,
+                            ScenarioGenerator(std::move(profile), *caps)});
+    }
   }
   return cache.emplace(key, std::move(generators)).first->second;
+}
+
+/// The parameter names a text input may set on its devices: those the
+/// backend's test configurations set, and the seed of its randomness, so
+/// that a text input cannot configure what the sweep never would.
+std::set<std::string> testedParameters(const std::string &backend) {
+  std::set<std::string> names = {"seed"};
+  auto configurations =
+      BackendRegistry::instance().configurationsToTest(backend);
+  if (!configurations) {
+    (void)configurations.takeError();
+    return names;
+  }
+  for (const ParameterMap &configuration : *configurations)
+    for (const auto &[name, value] : configuration)
+      names.insert(name);
+  return names;
 }
 
 /// Bytes of \p dims elements of \p kind, or nullopt when the product
@@ -159,26 +191,34 @@ const InputSpace &inputSpace() {
 
 /// Why the commands of a parsed scenario leave the input space the
 /// generators draw from (so that a text input cannot ask for unbounded time
-/// or memory), or "".
+/// or memory), or "". Tensors and raw allocations are bounded by what they
+/// keep live (tooMuchLive), so that a huge size the backend must refuse
+/// (a budget miss, a size past the contract's limit) stays a valid input;
+/// networks, whose runs allocate their outputs, by the largest size class.
 std::string outsideInputSpace(const Scenario &s, const FuzzSetup &setup) {
   const uint64_t largest = inputSpace().sizeClasses.back().maxBytes;
   if (s.commands.size() > setup.maxCommands)
     return "more than " + std::to_string(setup.maxCommands) + " commands";
   if (s.devices.size() > 4)
     return "more than 4 devices";
+  std::set<std::string> allowed = testedParameters(setup.backend);
   for (const DeviceSpec &d : s.devices)
-    for (const auto &[key, value] : d.parameters)
-      if (key != "async" && key != "seed")
+    for (const auto &[key, value] : d.parameters) {
+      // "backend:key" sets a parameter of that backend only; another
+      // backend's are ignored here.
+      size_t colon = key.rfind(':');
+      std::string name = key.substr(colon == std::string::npos ? 0 : colon + 1);
+      bool ours = colon == std::string::npos ||
+                  key.compare(0, colon, setup.backend) == 0;
+      if (ours && !allowed.count(name))
         return "device parameter '" + key +
-               "' (the generators set only async and seed)";
+               "' (not one the backend's test configurations set)";
+    }
   for (const Command &c : s.commands) {
-    bool shaped = c.kind == CommandKind::Create ||
-                  c.kind == CommandKind::View ||
-                  c.kind == CommandKind::AddNetwork;
+    if (c.kind != CommandKind::AddNetwork)
+      continue;
     std::optional<uint64_t> bytes = bytesOf(c.elemKind, c.dims);
-    if (shaped && (!bytes || *bytes > largest))
-      return "'" + printCommand(c) + "' is larger than the largest size class";
-    if (c.kind == CommandKind::Alloc && c.bytes > largest)
+    if (!bytes || *bytes > largest)
       return "'" + printCommand(c) + "' is larger than the largest size class";
   }
   return "";
@@ -189,8 +229,12 @@ std::string outsideInputSpace(const Scenario &s, const FuzzSetup &setup) {
 /// them), or "".
 std::string tooMuchLive(const Scenario &s, const FuzzSetup &setup) {
   uint64_t most = std::min(inputSpace().maxLiveBytes, setup.maxLiveBytes);
-  Model model(s.devices, capabilitiesOf(setup.backend),
-              /*trackContents=*/false);
+  Model model(
+      s.devices,
+      [&](const DeviceSpec &spec) {
+        return probedDeviceTraits(setup.backend, spec);
+      },
+      /*trackContents=*/false);
   for (const Command &c : s.commands) {
     model.apply(c);
     uint64_t live = 0;
@@ -240,7 +284,11 @@ decodeInput(std::span<const uint8_t> input, const FuzzSetup &setup) {
   const FamilyGenerator &chosen = choices.pick(generators);
   DecodedInput out;
   out.family = chosen.family;
-  out.scenario = chosen.generator.generate(choices, setup.maxCommands);
+  out.configuration = configurationName(chosen.parameters);
+  out.scenario = annotateExpectations(
+      configureScenario(chosen.generator.generate(choices, setup.maxCommands),
+                        setup.backend, chosen.parameters),
+      setup.backend);
   return out;
 }
 

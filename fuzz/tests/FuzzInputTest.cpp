@@ -68,7 +68,7 @@ TEST(ByteChoiceSource, RunsOutInTheMiddleOfAChoice) {
 
 TEST(ScenarioGenerator, ARandomSourceGivesWhatASeedGives) {
   for (const PropertyFamily &family : propertyFamilies()) {
-    ScenarioGenerator g(family.profile("fake", 3), drt::Capabilities{});
+    ScenarioGenerator g(family.profile(), drt::Capabilities{});
     for (uint64_t seed : {1u, 2u, 99u}) {
       RandomSource rng(seed);
       EXPECT_EQ(g.generate(seed, 30), g.generate(rng, 30)) << family.name;
@@ -126,18 +126,24 @@ TEST(DecodeInput, TheBytesEndTheScenario) {
   EXPECT_LE(decoded(randomBytes(5, 500), few).scenario.commands.size(), 3u);
 }
 
-TEST(DecodeInput, ChoicesDrawOnlyFamiliesTheBackendRuns) {
+TEST(DecodeInput, ChoicesDrawOnlyFamiliesTheConfigurationRuns) {
   for (const drt::BackendInfo &info : drt::BackendRegistry::instance().list()) {
     FuzzSetup setup;
     setup.backend = info.name;
     for (uint64_t seed = 0; seed < 40; ++seed) {
       std::string input = randomBytes(seed, 20);
       input[0] = char(seed == '#' ? 0 : seed);
-      std::string family = decoded(input, setup).family;
+      DecodedInput in = decoded(input, setup);
+      // The devices carry the configuration the family was drawn in, and
+      // its capabilities allow the family.
+      ASSERT_FALSE(in.scenario.devices.empty());
+      auto caps = drt::BackendRegistry::instance().capabilitiesFor(
+          info.name, in.scenario.devices.front().parameters);
+      ASSERT_TRUE(caps) << caps.takeError().message();
       for (const PropertyFamily &f : propertyFamilies()) {
-        if (f.name == family) {
-          EXPECT_EQ(f.skipReason(info.capabilities), "")
-              << info.name << " " << family;
+        if (f.name == in.family) {
+          EXPECT_EQ(f.skipReason(*caps), "")
+              << info.name << " " << in.family << " " << in.configuration;
         }
       }
     }
@@ -170,12 +176,16 @@ TEST(DecodeInput, AScenarioTextIsItsOwnSeed) {
 TEST(DecodeInput, ATextOutsideTheInputSpaceIsRejected) {
   EXPECT_NE(rejection("# bad\ndevice d0\ncreate a f99 [1]\n"), "");
   EXPECT_NE(rejection("# big\ndevice d0\ncreate a f32 [4194304]\n")
+                .find("keeps more than 65536 bytes live"),
+            std::string::npos);
+  EXPECT_NE(rejection("# big network\ndevice d0\n"
+                      "add-network n d0 f32 [4194304] o=relu(x)\n")
                 .find("larger than the largest size class"),
             std::string::npos);
-  EXPECT_NE(rejection("# overflow\ndevice d0\n"
-                      "create a u8 [4294967296x4294967296]\n")
-                .find("larger than the largest size class"),
-            std::string::npos);
+  // A size the framework must refuse allocates nothing: a valid input.
+  EXPECT_EQ(rejection("# overflow\ndevice d0\n"
+                      "create a u8 [4294967296x4294967296]\n"),
+            "");
   // Live bytes: the setup's bound (64 KiB by default), and never more than
   // the input space's own.
   EXPECT_EQ(rejection("# fits\ndevice d0\ncreate a f32 [16384]\n"), "");

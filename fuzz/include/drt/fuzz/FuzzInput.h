@@ -3,9 +3,11 @@
 // What a fuzzer's input means. An input is either
 //  - choices (the first byte is not '#'): the bytes drive the conformance
 //    suite's own scenario generator (ScenarioGenerator with a
-//    ByteChoiceSource). The first choice picks a property family runnable on
-//    the backends, whose profile gives the devices and the commands that
-//    exist; every later choice is one the generator makes (a command kind,
+//    ByteChoiceSource). The first choice picks a property family and one
+//    of the configurations the backend declares worth testing (as a
+//    conformance run sweeps them: only pairs the configuration's
+//    capabilities allow), whose profile gives the devices and the commands
+//    that exist; every later choice is one the generator makes (a command kind,
 //    which live tensor, a size, a kind, a value, an offset, a fault plan).
 //    Operands are therefore indices into the live objects, every input is a
 //    valid scenario, and the fuzzer and the generators agree on the input
@@ -84,10 +86,13 @@ struct DecodedInput {
   /// The property family whose generator profile drew a choices input ("" for
   /// a text input).
   std::string family;
+  /// The configuration of the backend under test it was drawn in
+  /// ("default", "async=1"; "" for a text input, whose devices say it).
+  std::string configuration;
   /// Well formed, with every expectation set from the reference model.
   conformance::Scenario scenario;
 
-  /// "choices (family 'mixed')" or "scenario text".
+  /// "choices (family 'mixed', configuration default)" or "scenario text".
   std::string describe() const;
 };
 
