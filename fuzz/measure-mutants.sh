@@ -18,7 +18,8 @@ seeds=${2:-ci}
 shift $(( $# >= 2 ? 2 : 1 ))
 mutants=("$@")
 if [[ ${#mutants[@]} -eq 0 ]]; then
-  mutants=($(sed -nE '/^set\(DRT_BACKEND_MUTANTS/,/\)/p' conformance/CMakeLists.txt |
+  mutants=($(sed -E 's/#.*//' conformance/CMakeLists.txt |
+    sed -nE '/^set\(DRT_BACKEND_MUTANTS/,/\)/p' |
     sed -E 's/set\(DRT_BACKEND_MUTANTS//; s/\)//'))
   mutants+=(opencl-read-not-waited)
 fi
