@@ -21,7 +21,7 @@ std::string bytesText(uint64_t bytes) {
 std::string offsetClass(uint64_t bytes) {
   if (bytes == 0)
     return "0";
-  for (uint64_t a : {4096u, 64u, 16u, 4u})
+  for (uint64_t a : {65536u, 4096u, 64u, 16u, 4u})
     if (bytes % a == 0)
       return "multiple of " + std::to_string(a) + " B";
   return "not a multiple of 4 B";
@@ -78,16 +78,16 @@ void Census::addScenario(const Scenario &scenario, const InputSpace &space) {
       ++counts["network kind"][std::string(elemKindName(c.elemKind))];
       Type type{c.elemKind, c.dims};
       ++counts["network size class"]
-              [space.sizeClasses[sizeClassOf(space, type.sizeInBytes(),
-                                             elemSize(c.elemKind))]
+              [space
+                   .sizeClasses[sizeClassOf(space, type.sizeInBytes(),
+                                            elemSize(c.elemKind))]
                    .name];
       for (const NetworkNode &n : c.nodes)
         ++counts["network op"][std::string(opKindName(n.op))];
       break;
     }
     case CommandKind::InjectFault:
-      ++counts["fault planned"][std::string(faultSiteName(c.fault.site)) +
-                                " " +
+      ++counts["fault planned"][std::string(faultSiteName(c.fault.site)) + " " +
                                 std::string(errorCodeName(c.fault.code))];
       break;
     case CommandKind::Alloc:
@@ -114,9 +114,11 @@ void Census::addRun(const RunResult &run) {
       counts["fault struck"][label.substr(13)] += uint64_t(n);
   }
   for (const auto &[device, n] : run.allocations)
-    mostAllocationsOnOneDevice = std::max<uint64_t>(mostAllocationsOnOneDevice, n);
+    mostAllocationsOnOneDevice =
+        std::max<uint64_t>(mostAllocationsOnOneDevice, n);
   for (const auto &[device, n] : run.slotReuses)
-    mostSlotReusesOnOneDevice = std::max<uint64_t>(mostSlotReusesOnOneDevice, n);
+    mostSlotReusesOnOneDevice =
+        std::max<uint64_t>(mostSlotReusesOnOneDevice, n);
 }
 
 void Census::merge(const Census &other) {
@@ -164,8 +166,7 @@ std::string Census::toString() const {
         s += " ...";
         i = sorted.size() - 4;
       }
-      s += " " + sorted[i].second + " " + std::to_string(sorted[i].first) +
-           ";";
+      s += " " + sorted[i].second + " " + std::to_string(sorted[i].first) + ";";
     }
     s += "\n";
   }

@@ -52,6 +52,13 @@ public:
     std::optional<Command> c = draw(kind);
     if (c && c->kind == CommandKind::InjectFault && rng_.percent(60))
       focus_ = kindHitting(c->fault.site);
+    // A freed block is what a caching allocator hands out next: allocate
+    // its size again soon, and the freed location stays a stale one to use.
+    if (c && c->kind == CommandKind::Free &&
+        m_.activeLocations().count(c->target) && rng_.percent(50)) {
+      focus_ = CommandKind::Alloc;
+      reuseBytes_ = m_.locations().at(c->target).bytes;
+    }
     // A mirror lives until the next host write or transfer: act on it soon.
     if (c && c->kind == CommandKind::FromDevice && !c->release &&
         rng_.percent(40))
@@ -69,8 +76,8 @@ private:
         continue;
       }
       const ModelRecord &r = m_.records().at(t.record);
-      Group g = r.state == ResidencyState::Host     ? HostGroup
-                : r.state == ResidencyState::Device ? DeviceGroup
+      Group g = r.state == ResidencyState::Host       ? HostGroup
+                : r.state == ResidencyState::Device   ? DeviceGroup
                 : r.state == ResidencyState::Mirrored ? MirroredGroup
                                                       : LostGroup;
       ch_.groups[g].push_back(&name);
@@ -220,7 +227,7 @@ private:
     std::vector<unsigned> weights;
     unsigned total = 0;
     for (size_t i = 0; i < classes.size(); ++i) {
-      unsigned w = p_.sizeClassWeights.empty() ? classes[i].weight
+      unsigned w = p_.sizeClassWeights.empty()      ? classes[i].weight
                    : i < p_.sizeClassWeights.size() ? p_.sizeClassWeights[i]
                                                     : 0;
       if (i > 0 && classes[i].minBytes > most)
@@ -350,7 +357,23 @@ private:
       return false;
     c.source = *rng_.pick(sources);
     c.dims = type.dims;
-    c.offset = rng_.between(1, m_.tensor(c.source)->numElements() - n);
+    size_t room = m_.tensor(c.source)->numElements() - n;
+    switch (rng_.below(3)) {
+    case 0: {
+      // An alignment boundary or one element past it, where a backend's
+      // offset arithmetic changes (words, pages, 64 KiB chunks).
+      uint64_t align = rng_.pick(p_.space.alignments);
+      uint64_t elements = std::max<uint64_t>(align / elemSize(type.kind), 1);
+      c.offset = std::min<uint64_t>(room, elements + rng_.below(2));
+      break;
+    }
+    case 1:
+      c.offset = room;
+      break;
+    default:
+      c.offset = rng_.between(1, room);
+      break;
+    }
     return true;
   }
 
@@ -406,12 +429,13 @@ private:
   std::vector<NetworkNode> pickNodes(ElemKind kind) {
     static const OpKind Ops[] = {OpKind::Add, OpKind::Mul, OpKind::Relu,
                                  OpKind::Scale, OpKind::Copy};
-    // Every output needs a tensor of its own: mostly one or two nodes.
-    size_t count = rng_.percent(50)   ? 1
-                   : rng_.percent(60) ? 2
-                                      : size_t(rng_.between(
-                                            1, std::max<size_t>(
-                                                   1, p_.maxNetworkNodes)));
+    // Every output needs a tensor of its own: mostly one or two nodes, yet
+    // often enough three or more, where evaluation order shows.
+    size_t count =
+        rng_.percent(40) ? 1
+        : rng_.percent(50)
+            ? 2
+            : size_t(rng_.between(1, std::max<size_t>(1, p_.maxNetworkNodes)));
     std::vector<std::string> values = {"x"};
     if (rng_.percent(70))
       values.push_back("y");
@@ -423,8 +447,11 @@ private:
       n.op = Ops[rng_.below(5)];
       n.output = "o" + std::to_string(i);
       size_t arity = (n.op == OpKind::Add || n.op == OpKind::Mul) ? 2 : 1;
+      // Half the time an input is the previous node's output: chains, as
+      // real networks are, whose results depend on the order nodes run in.
       for (size_t a = 0; a < arity; ++a)
-        n.inputs.push_back(rng_.pick(values));
+        n.inputs.push_back(i > 0 && rng_.percent(50) ? values.back()
+                                                     : rng_.pick(values));
       if (n.op == OpKind::Scale)
         n.factor = pickFactor(kind);
       nodes.push_back(std::move(n));
@@ -442,9 +469,8 @@ private:
         return 0.5;
       return rng_.pick(kind == ElemKind::UInt8 ? Unsigned : Signed);
     }
-    static const std::vector<double> Factors = {0.5,  2.0, -1.5,  3.0,
-                                                0.3,  0.1, 1e-30, 3e38,
-                                                -0.0, 1.0, 1.0 / 3.0};
+    static const std::vector<double> Factors = {
+        0.5, 2.0, -1.5, 3.0, 0.3, 0.1, 1e-30, 3e38, -0.0, 1.0, 1.0 / 3.0};
     return rng_.pick(Factors);
   }
 
@@ -610,8 +636,8 @@ private:
         // Runs compute every element in the model: mostly small networks.
         uint64_t room = std::min<uint64_t>(64 * 1024, p_.space.maxLiveBytes);
         size_t size = elemSize(c.elemKind);
-        c.dims = shapeOf(pickBytes(size, rng_.percent(90) ? 4096 : room) /
-                         size);
+        c.dims =
+            shapeOf(pickBytes(size, rng_.percent(90) ? 4096 : room) / size);
       }
       c.nodes = pickNodes(c.elemKind);
       break;
@@ -648,10 +674,9 @@ private:
     case CommandKind::InjectFault:
       c.device = ch_.liveDevices.empty() ? *rng_.pick(ch_.devices)
                                          : *rng_.pick(ch_.liveDevices);
-      c.fault.site = std::array{FaultSite::Allocation,
-                                FaultSite::TransferToDevice,
-                                FaultSite::TransferFromDevice,
-                                FaultSite::Run}[rng_.below(4)];
+      c.fault.site = std::array{
+          FaultSite::Allocation, FaultSite::TransferToDevice,
+          FaultSite::TransferFromDevice, FaultSite::Run}[rng_.below(4)];
       c.fault.nth = unsigned(rng_.between(1, 3));
       c.fault.code = rng_.pick(p_.faultCodes);
       break;
@@ -663,7 +688,9 @@ private:
       c.device = *rng_.pick(ch_.devices);
       int how = int(rng_.below(10));
       uint64_t left = budgetLeft(c.device);
-      if (left && how < 3) {
+      if (reuseBytes_) {
+        c.bytes = *reuseBytes_;
+      } else if (left && how < 3) {
         // Exactly what is left, one byte more or one byte less.
         c.bytes = left + (how == 1 ? 1 : 0) - (how == 2 && left > 1 ? 1 : 0);
       } else if (how < 7 && !m_.records().empty()) {
@@ -674,6 +701,7 @@ private:
       } else {
         c.bytes = pickBytes(1, 64 * 1024);
       }
+      reuseBytes_.reset();
       break;
     }
     case CommandKind::Free:
@@ -689,6 +717,8 @@ private:
   Model &m_;
   Choices ch_;
   std::optional<CommandKind> focus_;
+  /// The size of a block just freed: the next raw allocation takes it.
+  std::optional<uint64_t> reuseBytes_;
   /// The type a run lacked a tensor of: the next create makes one.
   std::optional<Type> wanted_;
   size_t tensorCount_ = 0;

@@ -35,7 +35,8 @@ InputSpace makeInputSpace(const std::vector<uint64_t> &declaredSizes) {
   for (const ValueClass &v : valueClasses())
     for (uint64_t variant = 0; variant < 8; ++variant)
       s.values.push_back({std::string(v.name), v.pattern + variant});
-  s.alignments = {1, 4, 16, 64, 4096};
+  // 64 KiB: a common chunk of staging buffers and offset fields.
+  s.alignments = {1, 4, 16, 64, 4096, 64 * KiB};
   s.maxLiveBytes = 24 * MiB;
   return s;
 }

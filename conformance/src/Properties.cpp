@@ -184,8 +184,12 @@ std::vector<PropertyFamily> makeFamilies() {
                      {K::AddNetwork, 3}, {K::Run, 10},         {K::Read, 2},
                      {K::FromDevice, 2}, {K::EnsureOutputs, 3}};
                  GeneratorProfile p = oneDevice(w);
-                 // One element kind, so that most tensors fit a network.
+                 // One element kind, so that most tensors fit a network,
+                 // and larger tensors than elsewhere, so that views start
+                 // past the offsets where a backend's arithmetic changes
+                 // (64 KiB and more).
                  p.space.elemKinds = {ElemKind::Float32};
+                 p.sizeClassWeights = {10, 30, 25, 17, 12, 4, 2};
                  return p;
                },
                {"run-input-view-at-offset-in-place"}});
@@ -315,10 +319,10 @@ std::vector<PropertyFamily> makeFamilies() {
         needsResident,
         [] {
           std::map<CommandKind, int> w = {
-              {K::Create, 8},     {K::Destroy, 6},    {K::ToDevice, 14},
-              {K::Release, 8},    {K::FromDevice, 4}, {K::Alloc, 6},
-              {K::Free, 6},       {K::Read, 2},       {K::Write, 2},
-              {K::View, 2},       {K::MoveAssign, 1}, {K::DoubleRelease, 1}};
+              {K::Create, 8},  {K::Destroy, 6},    {K::ToDevice, 14},
+              {K::Release, 8}, {K::FromDevice, 4}, {K::Alloc, 6},
+              {K::Free, 6},    {K::Read, 2},       {K::Write, 2},
+              {K::View, 2},    {K::MoveAssign, 1}, {K::DoubleRelease, 1}};
           GeneratorProfile p = oneDevice(w);
           p.sizeClassWeights = {20, 50, 30, 2};
           p.maxTensors = 16;
@@ -426,8 +430,7 @@ void runCases(Row &row, const PropertyFamily &family,
       family.steps ? family.steps : size_t(std::max(options.maxSteps, 1));
   size_t minSteps = std::max<size_t>(maxSteps / 2, 1);
   for (; !row.failing && !done(); ++row.index) {
-    if (int64_t(row.index % uint64_t(options.shardCount)) !=
-        options.shardIndex)
+    if (int64_t(row.index % uint64_t(options.shardCount)) != options.shardIndex)
       continue;
     uint64_t seed = caseSeed(result.seed, row.index);
     RandomSource lengths(seed ^ 0x5bd1e995u);
@@ -679,8 +682,7 @@ runPropertyInConfigurations(const PropertyFamily &family,
         double until = options.timeBudget *
                        (round + double(k + 1) / double(active.size()));
         int casesBefore = row.result.cases;
-        int least = round == 0 ? std::max(1, minCases / int(active.size()))
-                               : 0;
+        int least = round == 0 ? std::max(1, minCases / int(active.size())) : 0;
         runCases(row, family, options, run, [&] {
           return row.result.cases - casesBefore >= least && elapsed() >= until;
         });
@@ -762,8 +764,7 @@ runPropertyInConfigurations(const PropertyFamily &family,
         row->result.reason =
             "its " + std::to_string(ran) + " cases" + over + " never made " +
             std::to_string(family.minAllocationsOnOneDevice) +
-            " allocations on one device (at most " + std::to_string(most) +
-            ")";
+            " allocations on one device (at most " + std::to_string(most) + ")";
       }
   }
   return results();

@@ -87,6 +87,28 @@ std::vector<Command> simplerCommands(const Command &c) {
       if (!read)
         with([i](Command &s) { s.nodes.erase(s.nodes.begin() + i); });
     }
+    // Fewer nodes: bypass one, its readers reading its first input instead.
+    for (size_t i = 0; i < c.nodes.size() && c.nodes.size() > 1; ++i)
+      with([i](Command &s) {
+        std::string output = s.nodes[i].output;
+        std::string input = s.nodes[i].inputs.front();
+        s.nodes.erase(s.nodes.begin() + i);
+        for (NetworkNode &n : s.nodes)
+          for (std::string &in : n.inputs)
+            if (in == output)
+              in = input;
+      });
+    // Fewer placeholders: an input other than x reads x instead.
+    for (size_t i = 0; i < c.nodes.size(); ++i)
+      for (size_t a = 0; a < c.nodes[i].inputs.size(); ++a) {
+        const std::string &in = c.nodes[i].inputs[a];
+        bool produced = false;
+        for (size_t j = 0; j < i; ++j)
+          produced = produced || c.nodes[j].output == in;
+        static const std::string First = "x";
+        if (!produced && in != First)
+          with([i, a](Command &s) { s.nodes[i].inputs[a] = First; });
+      }
     for (size_t i = 0; i < c.nodes.size(); ++i)
       if (c.nodes[i].op == OpKind::Scale && c.nodes[i].factor != 2.0)
         with([i](Command &s) { s.nodes[i].factor = 2.0; });
@@ -236,9 +258,11 @@ shrinkScenario(const Scenario &failing,
     // Remove runs of commands, long runs first, from the end (later
     // commands depend on earlier ones, so removing them first keeps more
     // candidates well formed).
-    for (size_t chunk = std::max<size_t>(result.scenario.commands.size() / 2, 1);
+    for (size_t chunk =
+             std::max<size_t>(result.scenario.commands.size() / 2, 1);
          chunk >= 1 && !exhausted(); chunk /= 2) {
-      for (size_t end = result.scenario.commands.size(); end > 0 && !exhausted();) {
+      for (size_t end = result.scenario.commands.size();
+           end > 0 && !exhausted();) {
         size_t begin = end >= chunk ? end - chunk : 0;
         Scenario candidate = result.scenario;
         candidate.commands.erase(candidate.commands.begin() + begin,
