@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <memory>
 #include <optional>
 
 namespace drt::conformance {
@@ -28,6 +29,20 @@ struct Choices {
   std::vector<Name> devices, liveDevices, networks, locations;
   uint64_t liveBytes = 0;
   bool anyResident = false;
+
+  /// Empties every list, keeping what each has grown to: gathered for every
+  /// command drawn, they need no allocation once a scenario is under way.
+  void clear() {
+    for (std::vector<Name> *list : {&tensors, &owners, &roomy, &devices,
+                                    &liveDevices, &networks, &locations})
+      list->clear();
+    for (size_t g = 0; g < groups.size(); ++g) {
+      groups[g].clear();
+      groupOwners[g].clear();
+    }
+    liveBytes = 0;
+    anyResident = false;
+  }
 };
 
 /// Draws one scenario: the model is the state, each command is drawn for it.
@@ -61,7 +76,7 @@ public:
 
 private:
   void gather() {
-    ch_ = Choices{};
+    ch_.clear();
     for (const auto &[name, t] : m_.tensors()) {
       ch_.tensors.push_back(&name);
       if (t.empty()) {
@@ -69,8 +84,8 @@ private:
         continue;
       }
       const ModelRecord &r = m_.records().at(t.record);
-      Group g = r.state == ResidencyState::Host     ? HostGroup
-                : r.state == ResidencyState::Device ? DeviceGroup
+      Group g = r.state == ResidencyState::Host       ? HostGroup
+                : r.state == ResidencyState::Device   ? DeviceGroup
                 : r.state == ResidencyState::Mirrored ? MirroredGroup
                                                       : LostGroup;
       ch_.groups[g].push_back(&name);
@@ -196,21 +211,28 @@ private:
   ElemKind pickKind() { return rng_.pick(p_.space.elemKinds); }
 
   uint64_t pickPattern() {
-    const std::vector<ValueChoice> &values = p_.space.values;
     // A class by name first, so that classes with many patterns are not
-    // drawn more often than the others.
-    std::vector<const std::string *> names;
-    for (const ValueChoice &v : values)
-      if (std::find_if(names.begin(), names.end(), [&](const std::string *n) {
-            return *n == v.name;
-          }) == names.end())
-        names.push_back(&v.name);
-    const std::string &name = *rng_.pick(names);
-    std::vector<uint64_t> patterns;
-    for (const ValueChoice &v : values)
-      if (v.name == name)
-        patterns.push_back(v.pattern);
-    return rng_.pick(patterns);
+    // drawn more often than the others. The classes are gathered from the
+    // input space once per scenario, not per draw.
+    if (valueClassNames_.empty()) {
+      for (const ValueChoice &v : p_.space.values) {
+        auto known =
+            std::find_if(valueClassNames_.begin(), valueClassNames_.end(),
+                         [&](const std::string *n) { return *n == v.name; });
+        if (known == valueClassNames_.end()) {
+          valueClassNames_.push_back(&v.name);
+          valueClassPatterns_.emplace_back();
+          known = valueClassNames_.end() - 1;
+        }
+        valueClassPatterns_[size_t(known - valueClassNames_.begin())].push_back(
+            v.pattern);
+      }
+    }
+    const std::string *name = rng_.pick(valueClassNames_);
+    size_t index = size_t(
+        std::find(valueClassNames_.begin(), valueClassNames_.end(), name) -
+        valueClassNames_.begin());
+    return rng_.pick(valueClassPatterns_[index]);
   }
 
   /// A byte size drawn from the input space: a class by weight, then a
@@ -220,7 +242,7 @@ private:
     std::vector<unsigned> weights;
     unsigned total = 0;
     for (size_t i = 0; i < classes.size(); ++i) {
-      unsigned w = p_.sizeClassWeights.empty() ? classes[i].weight
+      unsigned w = p_.sizeClassWeights.empty()      ? classes[i].weight
                    : i < p_.sizeClassWeights.size() ? p_.sizeClassWeights[i]
                                                     : 0;
       if (i > 0 && classes[i].minBytes > most)
@@ -407,11 +429,11 @@ private:
     static const OpKind Ops[] = {OpKind::Add, OpKind::Mul, OpKind::Relu,
                                  OpKind::Scale, OpKind::Copy};
     // Every output needs a tensor of its own: mostly one or two nodes.
-    size_t count = rng_.percent(50)   ? 1
-                   : rng_.percent(60) ? 2
-                                      : size_t(rng_.between(
-                                            1, std::max<size_t>(
-                                                   1, p_.maxNetworkNodes)));
+    size_t count =
+        rng_.percent(50) ? 1
+        : rng_.percent(60)
+            ? 2
+            : size_t(rng_.between(1, std::max<size_t>(1, p_.maxNetworkNodes)));
     std::vector<std::string> values = {"x"};
     if (rng_.percent(70))
       values.push_back("y");
@@ -442,15 +464,22 @@ private:
         return 0.5;
       return rng_.pick(kind == ElemKind::UInt8 ? Unsigned : Signed);
     }
-    static const std::vector<double> Factors = {0.5,  2.0, -1.5,  3.0,
-                                                0.3,  0.1, 1e-30, 3e38,
-                                                -0.0, 1.0, 1.0 / 3.0};
+    static const std::vector<double> Factors = {
+        0.5, 2.0, -1.5, 3.0, 0.3, 0.1, 1e-30, 3e38, -0.0, 1.0, 1.0 / 3.0};
     return rng_.pick(Factors);
   }
 
   /// Element kinds a network can be made of on this model (those whose
   /// function verifies).
   ElemKind pickNetworkKind() {
+    if (!networkKinds_)
+      networkKinds_ = networkKinds();
+    return networkKinds_->empty() ? ElemKind::Float32
+                                  : rng_.pick(*networkKinds_);
+  }
+
+  /// The element kinds of the input space whose networks verify.
+  std::vector<ElemKind> networkKinds() const {
     std::vector<ElemKind> kinds;
     for (ElemKind k : p_.space.elemKinds) {
       Command probe;
@@ -462,7 +491,7 @@ private:
       if (!networkFunction(probe).verify())
         kinds.push_back(k);
     }
-    return kinds.empty() ? ElemKind::Float32 : rng_.pick(kinds);
+    return kinds;
   }
 
   /// Bindings for the network added by \p add: matching types, outputs on
@@ -610,8 +639,8 @@ private:
         // Runs compute every element in the model: mostly small networks.
         uint64_t room = std::min<uint64_t>(64 * 1024, p_.space.maxLiveBytes);
         size_t size = elemSize(c.elemKind);
-        c.dims = shapeOf(pickBytes(size, rng_.percent(90) ? 4096 : room) /
-                         size);
+        c.dims =
+            shapeOf(pickBytes(size, rng_.percent(90) ? 4096 : room) / size);
       }
       c.nodes = pickNodes(c.elemKind);
       break;
@@ -648,10 +677,9 @@ private:
     case CommandKind::InjectFault:
       c.device = ch_.liveDevices.empty() ? *rng_.pick(ch_.devices)
                                          : *rng_.pick(ch_.liveDevices);
-      c.fault.site = std::array{FaultSite::Allocation,
-                                FaultSite::TransferToDevice,
-                                FaultSite::TransferFromDevice,
-                                FaultSite::Run}[rng_.below(4)];
+      c.fault.site = std::array{
+          FaultSite::Allocation, FaultSite::TransferToDevice,
+          FaultSite::TransferFromDevice, FaultSite::Run}[rng_.below(4)];
       c.fault.nth = unsigned(rng_.between(1, 3));
       c.fault.code = rng_.pick(p_.faultCodes);
       break;
@@ -691,6 +719,12 @@ private:
   std::optional<CommandKind> focus_;
   /// The type a run lacked a tensor of: the next create makes one.
   std::optional<Type> wanted_;
+  /// The input space's value classes, in order of first appearance, and the
+  /// patterns of each (pickPattern fills them on first use).
+  std::vector<const std::string *> valueClassNames_;
+  std::vector<std::vector<uint64_t>> valueClassPatterns_;
+  /// The element kinds networks are drawn from (found on first use).
+  std::optional<std::vector<ElemKind>> networkKinds_;
   size_t tensorCount_ = 0;
   size_t locationCount_ = 0;
   /// The names of the last raw allocations drawn.
@@ -754,11 +788,14 @@ Scenario ScenarioGenerator::generate(ChoiceSource &rng, size_t steps) const {
 
 rc::Gen<Scenario> genScenario(const GeneratorProfile &profile,
                               const Capabilities &capabilities) {
-  ScenarioGenerator generator(profile, capabilities);
+  // Shared, not copied: rapidcheck copies its generators' functions many
+  // times per value, and a profile holds the whole input space.
+  auto generator =
+      std::make_shared<const ScenarioGenerator>(profile, capabilities);
   return rc::gen::withSize([generator](int size) {
     return rc::gen::map(rc::gen::arbitrary<uint64_t>(),
                         [generator, size](uint64_t seed) {
-                          return generator.generate(seed, size_t(size) + 1);
+                          return generator->generate(seed, size_t(size) + 1);
                         });
   });
 }

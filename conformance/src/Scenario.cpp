@@ -334,9 +334,10 @@ void fillPattern(ElemKind kind, uint64_t pattern, size_t firstElement,
                   [&](uint64_t i) { return elementBits(kind, pattern, i); });
     return;
   }
-  // A periodic pattern: compute one block of whole periods (at least 4 KiB),
-  // then copy it over the rest, doubling what is already written.
-  uint64_t block = period * ((4096 / (period * size)) + 1);
+  // A periodic pattern: compute one period, then copy it over the rest,
+  // doubling what is already written (so a small tensor computes no more
+  // elements than a period, and a large one copies in few large blocks).
+  uint64_t block = period;
   size_t prefix = std::min<size_t>(out.size(), block * size);
   writeElements(size, out.first(prefix), firstElement,
                 [&](uint64_t i) { return elementBits(kind, pattern, i); });
