@@ -18,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <string_view>
 #include <thread>
 #include <tuple>
 #include <unordered_map>
@@ -88,10 +89,9 @@ bool isNaNElement(ElemKind kind, const uint8_t *p) {
 std::optional<Difference>
 contentsDifference(const std::string &name, const ModelTensor &t,
                    const ModelRecord &r, std::span<const std::byte> hostSpan,
-                   const std::string &where = "",
-                   const std::string &note = "") {
+                   std::string_view where = {}, std::string_view note = {}) {
   if (hostSpan.size() != t.bytes())
-    return Difference{"host size of tensor '" + name + "'" + where,
+    return Difference{"host size of tensor '" + name + "'" + std::string(where),
                       std::to_string(t.bytes()) + " bytes",
                       std::to_string(hostSpan.size()) + " bytes"};
   if (r.data.size() != r.bytes)
@@ -119,8 +119,8 @@ contentsDifference(const std::string &name, const ModelTensor &t,
       };
       return Difference{
           "host contents of tensor '" + name + "' at byte " +
-              std::to_string(i) + where,
-          hexBytes(model, t.bytes(), shown, 8, knownAt) + note,
+              std::to_string(i) + std::string(where),
+          hexBytes(model, t.bytes(), shown, 8, knownAt) + std::string(note),
           hexBytes(host, t.bytes(), shown, 8, [](size_t) { return true; })};
     }
   }
@@ -556,11 +556,12 @@ public:
   }
 
   /// One tensor against the model: emptiness, state, device and (when
-  /// \p contents and the model knows them) host contents.
-  std::optional<Difference> compareTensor(const Model &model,
-                                          const std::string &name,
-                                          const ModelTensor &mt,
-                                          const Tensor &t, bool contents) {
+  /// \p contents and the model knows them) host contents. The residency the
+  /// backend showed goes to \p seen when given (and when it was read).
+  std::optional<Difference>
+  compareTensor(const Model &model, const std::string &name,
+                const ModelTensor &mt, const Tensor &t, bool contents,
+                std::optional<ResidencySnapshot> *seen = nullptr) {
     const ModelRecord *r =
         mt.empty() ? nullptr : &model.records().at(mt.record);
     if (t.isEmpty() || !r) {
@@ -572,6 +573,8 @@ public:
       return std::nullopt;
     }
     ResidencySnapshot snap = t.residencySnapshot();
+    if (seen)
+      *seen = snap;
     if (snap.busy || snap.state != r->state ||
         deviceName(snap.manager) != r->device)
       return Difference{"residency of tensor '" + name + "'",
@@ -602,8 +605,8 @@ public:
       // Equal names, the common case, take one comparison.
       if (expected != model.tensors().end() && observed != tensors_.end() &&
           expected->first == observed->first) {
-        pairs_.push_back(
-            {&expected->first, &expected->second, observed->second.get()});
+        pairs_.push_back({&expected->first, &expected->second,
+                          observed->second.get(), std::nullopt});
         continue;
       }
       if (observed == tensors_.end() || (expected != model.tensors().end() &&
@@ -638,7 +641,8 @@ public:
                                 mt.record) != namedRecords_.end() ||
                       (!mt.empty() &&
                        model.records().at(mt.record).bytes <= SmallRecordBytes);
-      if (auto d = compareTensor(model, name, mt, t, contents))
+      if (auto d =
+              compareTensor(model, name, mt, t, contents, &pairs_[i].snapshot))
         return d;
       if (mt.empty())
         continue;
@@ -675,7 +679,9 @@ public:
   }
 
   /// The checks only a backend has (no model counterpart): locations,
-  /// stats, background errors, late callbacks, operations in flight.
+  /// stats, background errors, late callbacks, operations in flight. A
+  /// \p sweep comes right after a compareState sweep that found no
+  /// difference, whose pairing of the tensors it reuses.
   std::optional<Difference> backendChecks(const Model &model, const Command &c,
                                           const std::vector<std::string> &named,
                                           bool sweep) {
@@ -714,10 +720,12 @@ public:
     // Locations: of every resident record on a sweep (distinct ones for
     // distinct records), of the named tensors' records otherwise.
     auto check = [&](const std::string &name, const Tensor *t,
-                     const ModelRecord *r) -> std::optional<Difference> {
+                     const ModelRecord *r,
+                     const std::optional<ResidencySnapshot> &seen)
+        -> std::optional<Difference> {
       if (!r || t->isEmpty())
         return std::nullopt;
-      ResidencySnapshot s = t->residencySnapshot();
+      ResidencySnapshot s = seen ? *seen : t->residencySnapshot();
       if (s.state != ResidencyState::Device &&
           s.state != ResidencyState::Mirrored)
         return std::nullopt;
@@ -736,24 +744,21 @@ public:
     if (!sweep) {
       for (const std::string &name : named)
         if (auto it = tensors_.find(name); it != tensors_.end())
-          if (auto d = check(name, it->second.get(), model.recordOf(name)))
+          if (auto d = check(name, it->second.get(), model.recordOf(name),
+                             std::nullopt))
             return d;
       return std::nullopt;
     }
-    // A sweep follows a comparison that found the model's tensors and the
-    // backend's under the same names, so the two maps go in step.
+    // A sweep follows this step's compareState sweep, which paired every
+    // tensor of the model with the backend's of the same name and read the
+    // residency of each: the locations are those of that reading.
     located_.clear();
     std::optional<Difference> first;
-    auto expected = model.tensors().begin();
-    for (const auto &[name, t] : tensors_) {
-      const ModelRecord *r;
-      if (expected != model.tensors().end() && expected->first == name) {
-        const ModelTensor &mt = (expected++)->second;
-        r = mt.empty() ? nullptr : &model.records().at(mt.record);
-      } else {
-        r = model.recordOf(name);
-      }
-      if ((first = check(name, t.get(), r)))
+    for (const TensorPair &p : pairs_) {
+      const ModelRecord *r = p.expected->empty()
+                                 ? nullptr
+                                 : &model.records().at(p.expected->record);
+      if ((first = check(*p.name, p.observed, r, p.snapshot)))
         break;
     }
     // Distinct records at distinct locations: the first tensor, in name
@@ -812,6 +817,9 @@ private:
     const std::string *name;
     const ModelTensor *expected;
     const Tensor *observed;
+    /// Its residency as the sweep read it (a tensor the model holds a
+    /// record for and the backend's is not empty).
+    std::optional<ResidencySnapshot> snapshot;
   };
   /// A key of pairs_[position] (0: none) and the position.
   struct Keyed {
