@@ -12,6 +12,11 @@
 //   BM_GenerateOnly       generate only
 //   BM_RunGeneratedOnly   run already generated and annotated scenarios
 //   BM_ReplaySteps        run the stored regression scenarios
+//   BM_GeneratedSmallSteps/fake   as BM_GeneratedSteps, tensors up to 4 KiB
+//                         only: the cost of a step, not of its bytes
+//   BM_ReplayLongSteps/fake       one long scenario of small tensors
+//                         (long-lived's profile, printed and parsed back):
+//                         the cost of a replayed step, not of a run's set-up
 //   BM_LiveTensors/N      N creates then N to-devices: cost per step against
 //                         the number of live tensors
 //   BM_TensorBytes/B      a round trip of one tensor of B bytes: bytes per
@@ -27,6 +32,16 @@
 #include "drt/conformance/ScenarioText.h"
 
 #include <benchmark/benchmark.h>
+
+// The input space (and the long-lived family) came after revision 4d15dd3,
+// which bench/compare-harness.sh builds this file against: there every
+// generated tensor is small already, and the long replay is skipped.
+#if __has_include("drt/conformance/InputSpace.h")
+#define DRT_BENCH_HAS_INPUT_SPACE 1
+#include "drt/conformance/InputSpace.h"
+#else
+#define DRT_BENCH_HAS_INPUT_SPACE 0
+#endif
 
 #include <algorithm>
 #include <cstdlib>
@@ -131,16 +146,41 @@ struct GeneratorSetup {
   Capabilities capabilities;
 };
 
-/// The generator setup of \p backend, or nothing and the reason in \p why.
-std::optional<GeneratorSetup> generatorSetup(const std::string &backend,
-                                             std::string &why) {
+/// Largest tensor of the small-tensor benchmarks, in bytes.
+constexpr uint64_t SmallTensorBytes = 4096;
+
+/// Limits \p profile to tensors of at most SmallTensorBytes: the size
+/// classes up to it, and live bytes bounded so that a tensor that takes
+/// what is left of a budget stays small too.
+void limitToSmallTensors(GeneratorProfile &profile) {
+#if DRT_BENCH_HAS_INPUT_SPACE
+  std::vector<SizeClass> &classes = profile.space.sizeClasses;
+  classes.erase(std::remove_if(classes.begin(), classes.end(),
+                               [](const SizeClass &c) {
+                                 return c.maxBytes > SmallTensorBytes;
+                               }),
+                classes.end());
+  if (profile.sizeClassWeights.size() > classes.size())
+    profile.sizeClassWeights.resize(classes.size());
+  profile.space.maxLiveBytes = SmallTensorBytes;
+#else
+  // Tensors are drawn from a few shapes of at most 8 elements.
+  (void)profile;
+#endif
+}
+
+/// The generator setup of \p backend for \p family, or nothing and the
+/// reason in \p why.
+std::optional<GeneratorSetup>
+generatorSetup(const std::string &backend, std::string &why,
+               const std::string &familyName = RepresentativeFamily) {
   const BackendInfo *info = BackendRegistry::instance().find(backend);
   if (!info) {
     why = "backend '" + backend + "' is not registered in this build";
     return std::nullopt;
   }
   for (const PropertyFamily &family : propertyFamilies()) {
-    if (family.name != RepresentativeFamily)
+    if (family.name != familyName)
       continue;
     if (std::string skip = family.skipReason(info->capabilities);
         !skip.empty()) {
@@ -150,7 +190,7 @@ std::optional<GeneratorSetup> generatorSetup(const std::string &backend,
     }
     return GeneratorSetup{family.profile(), info->capabilities};
   }
-  why = "no property family named '" + std::string(RepresentativeFamily) + "'";
+  why = "no property family named '" + familyName + "'";
   return std::nullopt;
 }
 
@@ -164,7 +204,10 @@ Scenario drawScenario(const GeneratorSetup &setup, int index) {
   return gen(random, size).value();
 }
 
-void BM_GeneratedSteps(benchmark::State &state, const char *backend) {
+/// Generates, annotates and runs the batch on \p backend, its tensors up to
+/// SmallTensorBytes when \p smallTensors.
+void generatedSteps(benchmark::State &state, const char *backend,
+                    bool smallTensors) {
   if (std::string why = unavailableBecause(backend); !why.empty()) {
     state.SkipWithError(why.c_str());
     return;
@@ -175,6 +218,8 @@ void BM_GeneratedSteps(benchmark::State &state, const char *backend) {
     state.SkipWithError(why.c_str());
     return;
   }
+  if (smallTensors)
+    limitToSmallTensors(setup->profile);
   size_t commands = 0;
   try {
     for (auto _ : state)
@@ -197,11 +242,23 @@ void BM_GeneratedSteps(benchmark::State &state, const char *backend) {
   }
   reportSteps(state, commands);
 }
+
+void BM_GeneratedSteps(benchmark::State &state, const char *backend) {
+  generatedSteps(state, backend, false);
+}
 BENCHMARK_CAPTURE(BM_GeneratedSteps, fake, "fake")
     ->Unit(benchmark::kMillisecond)
     ->MeasureProcessCPUTime()
     ->UseRealTime();
 BENCHMARK_CAPTURE(BM_GeneratedSteps, opencl, "opencl")
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
+    ->UseRealTime();
+
+void BM_GeneratedSmallSteps(benchmark::State &state, const char *backend) {
+  generatedSteps(state, backend, true);
+}
+BENCHMARK_CAPTURE(BM_GeneratedSmallSteps, fake, "fake")
     ->Unit(benchmark::kMillisecond)
     ->MeasureProcessCPUTime()
     ->UseRealTime();
@@ -344,6 +401,62 @@ BENCHMARK_CAPTURE(BM_ReplaySteps, fake, "fake")
     ->MeasureProcessCPUTime()
     ->UseRealTime();
 BENCHMARK_CAPTURE(BM_ReplaySteps, opencl, "opencl")
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
+    ->UseRealTime();
+
+/// The family whose profile the long replayed scenario is drawn from: one
+/// device, thousands of creates, transfers, releases and raw allocations.
+constexpr const char *LongFamily = "long-lived";
+/// Commands of the long replayed scenario.
+constexpr size_t LongScenarioSteps = 4000;
+/// The seed it is drawn from, fixed so that every run replays the same one.
+constexpr uint64_t LongScenarioSeed = 0x10c0ffeeu;
+
+void BM_ReplayLongSteps(benchmark::State &state, const char *backend) {
+#if DRT_BENCH_HAS_INPUT_SPACE
+  if (std::string why = unavailableBecause(backend); !why.empty()) {
+    state.SkipWithError(why.c_str());
+    return;
+  }
+  std::string why;
+  std::optional<GeneratorSetup> setup =
+      generatorSetup(backend, why, LongFamily);
+  if (!setup) {
+    state.SkipWithError(why.c_str());
+    return;
+  }
+  limitToSmallTensors(setup->profile);
+  // Printed and parsed back, as a stored scenario reaches drt-replay.
+  Scenario s;
+  try {
+    std::string text =
+        printScenario(ScenarioGenerator(setup->profile, setup->capabilities)
+                          .generate(LongScenarioSeed, LongScenarioSteps));
+    if (std::string error = bench::parseInto(text, s); !error.empty()) {
+      state.SkipWithError(("long scenario: " + error).c_str());
+      return;
+    }
+  } catch (const std::exception &e) {
+    state.SkipWithError(
+        (std::string("generation failed: ") + e.what()).c_str());
+    return;
+  }
+  // One untimed pass first, as in BM_RunGeneratedOnly.
+  if (!runPasses(state, s, backend, "long scenario"))
+    return;
+  for (auto _ : state)
+    if (!timedIteration(
+            [&] { return runPasses(state, s, backend, "long scenario"); }))
+      return;
+  reportSteps(state, s.commands.size());
+#else
+  (void)backend;
+  state.SkipWithError("this revision has no input space to draw the long "
+                      "scenario's small tensors from");
+#endif
+}
+BENCHMARK_CAPTURE(BM_ReplayLongSteps, fake, "fake")
     ->Unit(benchmark::kMillisecond)
     ->MeasureProcessCPUTime()
     ->UseRealTime();

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <memory>
 #include <optional>
 
 namespace drt::conformance {
@@ -28,6 +29,20 @@ struct Choices {
   std::vector<Name> devices, liveDevices, networks, locations;
   uint64_t liveBytes = 0;
   bool anyResident = false;
+
+  /// Empties every list, keeping what each has grown to: gathered for every
+  /// command drawn, they need no allocation once a scenario is under way.
+  void clear() {
+    for (std::vector<Name> *list : {&tensors, &owners, &roomy, &devices,
+                                    &liveDevices, &networks, &locations})
+      list->clear();
+    for (size_t g = 0; g < groups.size(); ++g) {
+      groups[g].clear();
+      groupOwners[g].clear();
+    }
+    liveBytes = 0;
+    anyResident = false;
+  }
 };
 
 /// Draws one scenario: the model is the state, each command is drawn for it.
@@ -68,7 +83,7 @@ public:
 
 private:
   void gather() {
-    ch_ = Choices{};
+    ch_.clear();
     for (const auto &[name, t] : m_.tensors()) {
       ch_.tensors.push_back(&name);
       if (t.empty()) {
@@ -203,21 +218,28 @@ private:
   ElemKind pickKind() { return rng_.pick(p_.space.elemKinds); }
 
   uint64_t pickPattern() {
-    const std::vector<ValueChoice> &values = p_.space.values;
     // A class by name first, so that classes with many patterns are not
-    // drawn more often than the others.
-    std::vector<const std::string *> names;
-    for (const ValueChoice &v : values)
-      if (std::find_if(names.begin(), names.end(), [&](const std::string *n) {
-            return *n == v.name;
-          }) == names.end())
-        names.push_back(&v.name);
-    const std::string &name = *rng_.pick(names);
-    std::vector<uint64_t> patterns;
-    for (const ValueChoice &v : values)
-      if (v.name == name)
-        patterns.push_back(v.pattern);
-    return rng_.pick(patterns);
+    // drawn more often than the others. The classes are gathered from the
+    // input space once per scenario, not per draw.
+    if (valueClassNames_.empty()) {
+      for (const ValueChoice &v : p_.space.values) {
+        auto known =
+            std::find_if(valueClassNames_.begin(), valueClassNames_.end(),
+                         [&](const std::string *n) { return *n == v.name; });
+        if (known == valueClassNames_.end()) {
+          valueClassNames_.push_back(&v.name);
+          valueClassPatterns_.emplace_back();
+          known = valueClassNames_.end() - 1;
+        }
+        valueClassPatterns_[size_t(known - valueClassNames_.begin())].push_back(
+            v.pattern);
+      }
+    }
+    const std::string *name = rng_.pick(valueClassNames_);
+    size_t index = size_t(
+        std::find(valueClassNames_.begin(), valueClassNames_.end(), name) -
+        valueClassNames_.begin());
+    return rng_.pick(valueClassPatterns_[index]);
   }
 
   /// A byte size drawn from the input space: a class by weight, then a
@@ -477,6 +499,14 @@ private:
   /// Element kinds a network can be made of on this model (those whose
   /// function verifies).
   ElemKind pickNetworkKind() {
+    if (!networkKinds_)
+      networkKinds_ = networkKinds();
+    return networkKinds_->empty() ? ElemKind::Float32
+                                  : rng_.pick(*networkKinds_);
+  }
+
+  /// The element kinds of the input space whose networks verify.
+  std::vector<ElemKind> networkKinds() const {
     std::vector<ElemKind> kinds;
     for (ElemKind k : p_.space.elemKinds) {
       Command probe;
@@ -488,7 +518,7 @@ private:
       if (!networkFunction(probe).verify())
         kinds.push_back(k);
     }
-    return kinds.empty() ? ElemKind::Float32 : rng_.pick(kinds);
+    return kinds;
   }
 
   /// Bindings for the network added by \p add: matching types, outputs on
@@ -721,6 +751,12 @@ private:
   std::optional<uint64_t> reuseBytes_;
   /// The type a run lacked a tensor of: the next create makes one.
   std::optional<Type> wanted_;
+  /// The input space's value classes, in order of first appearance, and the
+  /// patterns of each (pickPattern fills them on first use).
+  std::vector<const std::string *> valueClassNames_;
+  std::vector<std::vector<uint64_t>> valueClassPatterns_;
+  /// The element kinds networks are drawn from (found on first use).
+  std::optional<std::vector<ElemKind>> networkKinds_;
   size_t tensorCount_ = 0;
   size_t locationCount_ = 0;
   /// The names of the last raw allocations drawn.
@@ -784,11 +820,14 @@ Scenario ScenarioGenerator::generate(ChoiceSource &rng, size_t steps) const {
 
 rc::Gen<Scenario> genScenario(const GeneratorProfile &profile,
                               const Capabilities &capabilities) {
-  ScenarioGenerator generator(profile, capabilities);
+  // Shared, not copied: rapidcheck copies its generators' functions many
+  // times per value, and a profile holds the whole input space.
+  auto generator =
+      std::make_shared<const ScenarioGenerator>(profile, capabilities);
   return rc::gen::withSize([generator](int size) {
     return rc::gen::map(rc::gen::arbitrary<uint64_t>(),
                         [generator, size](uint64_t seed) {
-                          return generator.generate(seed, size_t(size) + 1);
+                          return generator->generate(seed, size_t(size) + 1);
                         });
   });
 }

@@ -12,12 +12,16 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <set>
+#include <string_view>
 #include <thread>
+#include <tuple>
+#include <unordered_map>
 
 namespace drt::conformance {
 
@@ -85,10 +89,9 @@ bool isNaNElement(ElemKind kind, const uint8_t *p) {
 std::optional<Difference>
 contentsDifference(const std::string &name, const ModelTensor &t,
                    const ModelRecord &r, std::span<const std::byte> hostSpan,
-                   const std::string &where = "",
-                   const std::string &note = "") {
+                   std::string_view where = {}, std::string_view note = {}) {
   if (hostSpan.size() != t.bytes())
-    return Difference{"host size of tensor '" + name + "'" + where,
+    return Difference{"host size of tensor '" + name + "'" + std::string(where),
                       std::to_string(t.bytes()) + " bytes",
                       std::to_string(hostSpan.size()) + " bytes"};
   if (r.data.size() != r.bytes)
@@ -105,8 +108,7 @@ contentsDifference(const std::string &name, const ModelTensor &t,
       while (i < to && host[i] == model[i])
         ++i;
       size_t element = i - i % size;
-      if (element + size <= t.bytes() &&
-          isNaNElement(t.kind, host + element) &&
+      if (element + size <= t.bytes() && isNaNElement(t.kind, host + element) &&
           isNaNElement(t.kind, model + element)) {
         i = element + size;
         continue;
@@ -117,8 +119,8 @@ contentsDifference(const std::string &name, const ModelTensor &t,
       };
       return Difference{
           "host contents of tensor '" + name + "' at byte " +
-              std::to_string(i) + where,
-          hexBytes(model, t.bytes(), shown, 8, knownAt) + note,
+              std::to_string(i) + std::string(where),
+          hexBytes(model, t.bytes(), shown, 8, knownAt) + std::string(note),
           hexBytes(host, t.bytes(), shown, 8, [](size_t) { return true; })};
     }
   }
@@ -240,14 +242,13 @@ std::span<uint8_t> writable(std::span<std::byte> bytes) {
   return {reinterpret_cast<uint8_t *>(bytes.data()), bytes.size()};
 }
 
-/// The tensors a step names: those it acts on, and for runs and
-/// ensure-outputs those bound in the network's context (whose contents it
-/// may change).
-std::vector<std::string> tensorsNamedBy(const Command &c, const Model &model) {
-  std::vector<std::string> out;
+/// Adds to \p out the tensors a step names that it lacks: those the step
+/// acts on, and for runs and ensure-outputs those bound in the network's
+/// context (whose contents it may change).
+void addTensorsNamedBy(const Command &c, const Model &model,
+                       std::vector<std::string> &out) {
   auto add = [&](const std::string &name) {
-    if (!name.empty() &&
-        std::find(out.begin(), out.end(), name) == out.end())
+    if (!name.empty() && std::find(out.begin(), out.end(), name) == out.end())
       out.push_back(name);
   };
   add(c.target);
@@ -258,7 +259,6 @@ std::vector<std::string> tensorsNamedBy(const Command &c, const Model &model) {
     if (auto it = model.contexts().find(c.target); it != model.contexts().end())
       for (const auto &[ph, t] : it->second.bindings)
         add(t);
-  return out;
 }
 
 /// A step checks every object when the scenario holds at most this many
@@ -386,13 +386,9 @@ public:
   }
 
   /// True when any device may complete after a call returns (the devices of
-  /// a scenario may differ: "device d1 async=1").
-  bool anyAsynchronous() {
-    for (const DeviceSpec &spec : scenario_.devices)
-      if (device(spec.name).capabilities().asynchronousCompletion)
-        return true;
-    return false;
-  }
+  /// a scenario may differ: "device d1 async=1"). What a device declares is
+  /// fixed when it is created, so setup() asks once.
+  bool anyAsynchronous() const { return anyAsynchronous_; }
 
   std::string setup() {
     for (const DeviceSpec &spec : scenario_.devices) {
@@ -408,7 +404,10 @@ public:
       DeviceManager *raw = device->get();
       deviceNames_[raw] = spec.name;
       physicalBaseline_[spec.name] = raw->physicalMemoryInUse();
+      anyAsynchronous_ =
+          anyAsynchronous_ || raw->capabilities().asynchronousCompletion;
       deviceIndex_[spec.name] = host_.addDevice(std::move(*device));
+      devices_.push_back(raw);
     }
     return "";
   }
@@ -422,15 +421,17 @@ public:
   void execute(const Command &c, const Model &model, Observation &obs) {
     std::shared_ptr<CallbackProbe> probe;
     Tensor *transferred = nullptr;
-    if ((c.kind == CommandKind::ToDevice ||
-         c.kind == CommandKind::FromDevice) &&
-        tensors_.count(c.target))
-      transferred = tensors_.at(c.target).get();
+    if (c.kind == CommandKind::ToDevice || c.kind == CommandKind::FromDevice)
+      if (auto it = tensors_.find(c.target); it != tensors_.end())
+        transferred = it->second.get();
     bool fetched = c.kind == CommandKind::FromDevice;
     // The runner waits for this step's callback before it touches the model
     // again, so the callback may read the model on the backend's thread.
     const ModelTensor *expectedTensor = model.tensor(c.target);
-    const ModelRecord *expectedRecord = model.recordOf(c.target);
+    const ModelRecord *expectedRecord =
+        expectedTensor && !expectedTensor->empty()
+            ? &model.records().at(expectedTensor->record)
+            : nullptr;
     const std::string &name = c.target;
     auto callback = [&]() -> CompletionCallback {
       probe = std::make_shared<CallbackProbe>();
@@ -530,8 +531,9 @@ public:
           return d;
       }
     }
-    for (const DeviceSpec &spec : scenario_.devices) {
-      DeviceManager &d = device(spec.name);
+    for (size_t i = 0; i < scenario_.devices.size(); ++i) {
+      const DeviceSpec &spec = scenario_.devices[i];
+      DeviceManager &d = *devices_[i];
       std::vector<Error> errors = d.takeBackgroundErrors();
       if (!errors.empty())
         return Difference{"takeBackgroundErrors() of device '" + spec.name +
@@ -554,12 +556,14 @@ public:
   }
 
   /// One tensor against the model: emptiness, state, device and (when
-  /// \p contents and the model knows them) host contents.
-  std::optional<Difference> compareTensor(const Model &model,
-                                          const std::string &name,
-                                          const ModelTensor &mt,
-                                          const Tensor &t, bool contents) {
-    const ModelRecord *r = mt.empty() ? nullptr : &model.records().at(mt.record);
+  /// \p contents and the model knows them) host contents. The residency the
+  /// backend showed goes to \p seen when given (and when it was read).
+  std::optional<Difference>
+  compareTensor(const Model &model, const std::string &name,
+                const ModelTensor &mt, const Tensor &t, bool contents,
+                std::optional<ResidencySnapshot> *seen = nullptr) {
+    const ModelRecord *r =
+        mt.empty() ? nullptr : &model.records().at(mt.record);
     if (t.isEmpty() || !r) {
       if (t.isEmpty() != !r)
         return Difference{"residency of tensor '" + name + "'",
@@ -569,6 +573,8 @@ public:
       return std::nullopt;
     }
     ResidencySnapshot snap = t.residencySnapshot();
+    if (seen)
+      *seen = snap;
     if (snap.busy || snap.state != r->state ||
         deviceName(snap.manager) != r->device)
       return Difference{"residency of tensor '" + name + "'",
@@ -585,55 +591,75 @@ public:
   std::optional<Difference> sweepTensors(const Model &model,
                                          const std::vector<std::string> &named,
                                          bool allContents) {
-    std::set<int> namedRecords;
+    namedRecords_.clear();
     for (const std::string &name : named)
       if (const ModelTensor *t = model.tensor(name); t && !t->empty())
-        namedRecords.insert(t->record);
+        namedRecords_.push_back(t->record);
+    // The tensors paired by name, up to the first name only one side has.
+    pairs_.clear();
+    std::optional<Difference> unpaired;
     auto expected = model.tensors().begin();
     auto observed = tensors_.begin();
-    std::map<int, const std::string *> modelFirst;
-    std::map<const ResidencyRecord *, const std::string *> backendFirst;
-    for (; expected != model.tensors().end() || observed != tensors_.end();) {
-      if (observed == tensors_.end() ||
-          (expected != model.tensors().end() &&
-           expected->first < observed->first))
-        return Difference{"tensor '" + expected->first + "'", "to exist",
-                          "missing"};
+    for (; expected != model.tensors().end() || observed != tensors_.end();
+         ++expected, ++observed) {
+      // Equal names, the common case, take one comparison.
+      if (expected != model.tensors().end() && observed != tensors_.end() &&
+          expected->first == observed->first) {
+        pairs_.push_back({&expected->first, &expected->second,
+                          observed->second.get(), std::nullopt});
+        continue;
+      }
+      if (observed == tensors_.end() || (expected != model.tensors().end() &&
+                                         expected->first < observed->first)) {
+        unpaired = Difference{"tensor '" + expected->first + "'", "to exist",
+                              "missing"};
+        break;
+      }
       if (expected == model.tensors().end() ||
-          observed->first < expected->first)
-        return Difference{"tensor '" + observed->first + "'", "not to exist",
-                          "exists"};
-      const std::string &name = expected->first;
-      const ModelTensor &mt = expected->second;
-      const Tensor &t = *observed->second;
-      ++expected;
-      ++observed;
-      bool contents = allContents || namedRecords.count(mt.record) ||
+          observed->first < expected->first) {
+        unpaired = Difference{"tensor '" + observed->first + "'",
+                              "not to exist", "exists"};
+        break;
+      }
+    }
+    // The first tensor (in name order) on each record, in the model and in
+    // the backend, of every tensor the model holds a record for.
+    leaders(modelLeader_, [&](const TensorPair &p) -> uintptr_t {
+      return p.expected->empty() ? 0 : uintptr_t(p.expected->record) + 1;
+    });
+    leaders(backendLeader_, [&](const TensorPair &p) -> uintptr_t {
+      return p.expected->empty() || p.observed->isEmpty()
+                 ? 0
+                 : uintptr_t(&p.observed->residency());
+    });
+    for (size_t i = 0; i < pairs_.size(); ++i) {
+      const std::string &name = *pairs_[i].name;
+      const ModelTensor &mt = *pairs_[i].expected;
+      const Tensor &t = *pairs_[i].observed;
+      bool contents = allContents ||
+                      std::find(namedRecords_.begin(), namedRecords_.end(),
+                                mt.record) != namedRecords_.end() ||
                       (!mt.empty() &&
                        model.records().at(mt.record).bytes <= SmallRecordBytes);
-      if (auto d = compareTensor(model, name, mt, t, contents))
+      if (auto d =
+              compareTensor(model, name, mt, t, contents, &pairs_[i].snapshot))
         return d;
       if (mt.empty())
         continue;
-      const std::string *&modelLeader = modelFirst[mt.record];
-      const std::string *&backendLeader = backendFirst[&t.residency()];
-      if (!modelLeader)
-        modelLeader = &name;
-      if (!backendLeader)
-        backendLeader = &name;
+      size_t modelLeader = modelLeader_[i], backendLeader = backendLeader_[i];
       if (modelLeader != backendLeader ||
-          (backendLeader != &name &&
-           !t.sharesResidencyWith(*tensors_.at(*backendLeader)))) {
-        auto with = [&](const std::string *leader) {
-          return leader == &name ? std::string("no tensor named before it")
-                                 : "tensor '" + *leader + "'";
+          (backendLeader != i &&
+           !t.sharesResidencyWith(*pairs_[backendLeader].observed))) {
+        auto with = [&](size_t leader) {
+          return leader == i ? std::string("no tensor named before it")
+                             : "tensor '" + *pairs_[leader].name + "'";
         };
         return Difference{"residency record of tensor '" + name + "'",
                           "shared with " + with(modelLeader),
                           "shared with " + with(backendLeader)};
       }
     }
-    return std::nullopt;
+    return unpaired;
   }
 
   /// One line per tensor and device, for traces.
@@ -653,9 +679,10 @@ public:
   }
 
   /// The checks only a backend has (no model counterpart): locations,
-  /// stats, background errors, late callbacks, operations in flight.
-  std::optional<Difference> backendChecks(const Model &model,
-                                          const Command &c,
+  /// stats, background errors, late callbacks, operations in flight. A
+  /// \p sweep comes right after a compareState sweep that found no
+  /// difference, whose pairing of the tensors it reuses.
+  std::optional<Difference> backendChecks(const Model &model, const Command &c,
                                           const std::vector<std::string> &named,
                                           bool sweep) {
     if (transferProbe_) {
@@ -675,8 +702,9 @@ public:
       return Difference{"completion callbacks of the scenario's steps",
                         "exactly 1 call each",
                         std::to_string(extra) + " call(s) too many"};
-    for (const DeviceSpec &spec : scenario_.devices) {
-      DeviceManager &d = device(spec.name);
+    for (size_t i = 0; i < scenario_.devices.size(); ++i) {
+      const DeviceSpec &spec = scenario_.devices[i];
+      DeviceManager &d = *devices_[i];
       if (size_t n = d.operationsInFlight())
         return Difference{"operationsInFlight() of device '" + spec.name +
                               "' between steps",
@@ -691,13 +719,13 @@ public:
     }
     // Locations: of every resident record on a sweep (distinct ones for
     // distinct records), of the named tensors' records otherwise.
-    std::map<std::pair<std::string, uint64_t>, std::string> seen;
-    auto check = [&](const std::string &name,
-                     const Tensor *t) -> std::optional<Difference> {
-      const ModelRecord *r = model.recordOf(name);
+    auto check = [&](const std::string &name, const Tensor *t,
+                     const ModelRecord *r,
+                     const std::optional<ResidencySnapshot> &seen)
+        -> std::optional<Difference> {
       if (!r || t->isEmpty())
         return std::nullopt;
-      ResidencySnapshot s = t->residencySnapshot();
+      ResidencySnapshot s = seen ? *seen : t->residencySnapshot();
       if (s.state != ResidencyState::Device &&
           s.state != ResidencyState::Mirrored)
         return std::nullopt;
@@ -709,28 +737,52 @@ public:
                           "the taken-over location '" + r->location + "' (" +
                               locations_.at(r->location).toString() + ")",
                           s.location.toString()};
-      if (!sweep)
-        return std::nullopt;
-      auto key = std::make_pair(r->device, s.location.value);
-      auto [it, fresh] = seen.emplace(key, name);
-      if (!fresh && !t->sharesResidencyWith(*tensors_.at(it->second)))
-        return Difference{"location of tensor '" + name + "'",
-                          "distinct from every other record's",
-                          "the same as tensor '" + it->second + "' (" +
-                              s.location.toString() + ")"};
+      if (sweep)
+        located_.push_back({t, s.manager, s.location.value, &name});
       return std::nullopt;
     };
-    if (sweep) {
-      for (const auto &[name, t] : tensors_)
-        if (auto d = check(name, t.get()))
-          return d;
-    } else {
+    if (!sweep) {
       for (const std::string &name : named)
         if (auto it = tensors_.find(name); it != tensors_.end())
-          if (auto d = check(name, it->second.get()))
+          if (auto d = check(name, it->second.get(), model.recordOf(name),
+                             std::nullopt))
             return d;
+      return std::nullopt;
     }
-    return std::nullopt;
+    // A sweep follows this step's compareState sweep, which paired every
+    // tensor of the model with the backend's of the same name and read the
+    // residency of each: the locations are those of that reading.
+    located_.clear();
+    std::optional<Difference> first;
+    for (const TensorPair &p : pairs_) {
+      const ModelRecord *r = p.expected->empty()
+                                 ? nullptr
+                                 : &model.records().at(p.expected->record);
+      if ((first = check(*p.name, p.observed, r, p.snapshot)))
+        break;
+    }
+    // Distinct records at distinct locations: the first tensor, in name
+    // order, whose location an earlier tensor of another record holds.
+    std::sort(located_.begin(), located_.end());
+    const Located *clash = nullptr, *holder = nullptr;
+    for (size_t i = 1, groupStart = 0; i < located_.size(); ++i) {
+      if (!located_[i].sameLocation(located_[groupStart])) {
+        groupStart = i;
+        continue;
+      }
+      const Located &l = located_[i];
+      if (!l.tensor->sharesResidencyWith(*located_[groupStart].tensor) &&
+          (!clash || *l.name < *clash->name)) {
+        clash = &l;
+        holder = &located_[groupStart];
+      }
+    }
+    if (clash)
+      return Difference{"location of tensor '" + *clash->name + "'",
+                        "distinct from every other record's",
+                        "the same as tensor '" + *holder->name + "' (" +
+                            DeviceLocation{clash->location}.toString() + ")"};
+    return first;
   }
 
   /// Frees the remaining raw locations and destroys every tensor.
@@ -760,6 +812,41 @@ public:
   }
 
 private:
+  /// A tensor of the model and the backend's tensor of the same name.
+  struct TensorPair {
+    const std::string *name;
+    const ModelTensor *expected;
+    const Tensor *observed;
+    /// Its residency as the sweep read it (a tensor the model holds a
+    /// record for and the backend's is not empty).
+    std::optional<ResidencySnapshot> snapshot;
+  };
+  /// A key of pairs_[position] (0: none) and the position.
+  struct Keyed {
+    uintptr_t key;
+    size_t position;
+    bool operator<(const Keyed &o) const {
+      return key != o.key ? key < o.key : position < o.position;
+    }
+  };
+
+  /// Sets \p leader[i], for every pairs_[i] whose \p keyOf is not 0, to the
+  /// first position with the same key (sorting, so that a sweep stays
+  /// O(n log n) without a map built per step).
+  template <typename KeyOf>
+  void leaders(std::vector<size_t> &leader, KeyOf keyOf) {
+    leader.assign(pairs_.size(), SIZE_MAX);
+    keyed_.clear();
+    for (size_t i = 0; i < pairs_.size(); ++i)
+      if (uintptr_t key = keyOf(pairs_[i]))
+        keyed_.push_back({key, i});
+    std::sort(keyed_.begin(), keyed_.end());
+    for (size_t i = 0; i < keyed_.size(); ++i)
+      leader[keyed_[i].position] = i > 0 && keyed_[i - 1].key == keyed_[i].key
+                                       ? leader[keyed_[i - 1].position]
+                                       : keyed_[i].position;
+  }
+
   /// How long a callback may trail the end of its operation on another
   /// thread before it counts as missing.
   static constexpr unsigned SettledGraceMs = 250;
@@ -768,18 +855,19 @@ private:
 
   size_t inFlight() {
     size_t n = 0;
-    for (const DeviceSpec &spec : scenario_.devices)
-      n += device(spec.name).operationsInFlight();
+    for (DeviceManager *d : devices_)
+      n += d->operationsInFlight();
     return n;
   }
 
   Tensor &tensor(const std::string &name) { return *tensors_.at(name); }
 
-  std::string deviceName(const DeviceManager *manager) const {
+  const std::string &deviceName(const DeviceManager *manager) const {
+    static const std::string none, unknown = "an unknown device";
     if (!manager)
-      return "";
+      return none;
     auto it = deviceNames_.find(manager);
-    return it == deviceNames_.end() ? "an unknown device" : it->second;
+    return it == deviceNames_.end() ? unknown : it->second;
   }
 
   /// A non-empty tensor's residency as the backend shows it.
@@ -928,6 +1016,34 @@ private:
   const Scenario &scenario_;
   unsigned timeoutMs_;
   std::map<std::string, size_t> deviceIndex_;
+  /// A resident tensor's location, as a sweep's backend checks saw it.
+  struct Located {
+    const Tensor *tensor;
+    const DeviceManager *manager;
+    uint64_t location;
+    const std::string *name;
+    bool sameLocation(const Located &o) const {
+      return manager == o.manager && location == o.location;
+    }
+    /// By location, then by name.
+    bool operator<(const Located &o) const {
+      if (manager != o.manager)
+        return std::less<>()(manager, o.manager);
+      if (location != o.location)
+        return location < o.location;
+      return *name < *o.name;
+    }
+  };
+  std::vector<Located> located_;
+  /// Scratch space of the sweeps, kept between steps so that a step
+  /// allocates nothing once they have grown.
+  std::vector<int> namedRecords_;
+  std::vector<TensorPair> pairs_;
+  std::vector<Keyed> keyed_;
+  std::vector<size_t> modelLeader_, backendLeader_;
+  /// The devices of scenario_.devices, in its order, once set up.
+  std::vector<DeviceManager *> devices_;
+  bool anyAsynchronous_ = false;
   std::map<const DeviceManager *, std::string> deviceNames_;
   std::map<std::string, uint64_t> physicalBaseline_;
   std::map<std::string, std::unique_ptr<Tensor>> tensors_;
@@ -1012,12 +1128,27 @@ Scenario wellFormedScenario(const Scenario &scenario,
   return out;
 }
 
-RunResult runScenario(const Scenario &scenario, const RunOptions &options) {
-  RunResult result;
-  ScopedThrowingViolationHandler violations;
+namespace {
+
+/// How often each residency transition happened: (state before, command,
+/// state after or none when the record was freed). Kept as numbers while a
+/// scenario runs; named once at its end (RunResult::transitions).
+using TransitionCounts = std::map<
+    std::tuple<ResidencyState, CommandKind, std::optional<ResidencyState>>,
+    int>;
+
+/// How often each coverage label was reached, hashed while a scenario runs
+/// (a step reaches several) and sorted once at its end (RunResult::labels).
+using LabelCounts = std::unordered_map<std::string, int>;
+
+/// Runs \p scenario as runScenario describes, into \p result, \p labels
+/// and \p transitions.
+void runInto(const Scenario &scenario, const RunOptions &options,
+             RunResult &result, LabelCounts &labels,
+             TransitionCounts &transitions) {
   if (std::string problem = validateScenario(scenario); !problem.empty()) {
     result.setupError = "malformed scenario: " + problem;
-    return result;
+    return;
   }
   std::vector<std::unique_ptr<Session>> sessions;
   sessions.push_back(std::make_unique<Session>(options.backend, scenario,
@@ -1028,7 +1159,7 @@ RunResult runScenario(const Scenario &scenario, const RunOptions &options) {
   for (auto &s : sessions)
     if (std::string e = s->setup(); !e.empty()) {
       result.setupError = e;
-      return result;
+      return;
     }
   Model model(scenario.devices, [&](const DeviceSpec &spec) {
     DeviceManager &d = sessions.front()->device(spec.name);
@@ -1043,6 +1174,7 @@ RunResult runScenario(const Scenario &scenario, const RunOptions &options) {
   // One step on the model and every session; false after a divergence.
   // \p written: a command of the scenario (not the runner's read-back).
   std::vector<std::pair<int, ResidencyState>> before;
+  std::vector<std::string> named;
   auto devicesDown = [&] {
     size_t n = 0;
     for (const auto &[name, d] : model.devices())
@@ -1056,7 +1188,8 @@ RunResult runScenario(const Scenario &scenario, const RunOptions &options) {
     };
     // What the step may change: the records of the tensors it names, and
     // every record when it shuts a device down (which a sweep then covers).
-    std::vector<std::string> named = tensorsNamedBy(c, model);
+    named.clear();
+    addTensorsNamedBy(c, model, named);
     bool sweep =
         model.tensors().size() <= SweepTensors || step % SweepPeriod == 0;
     size_t down = devicesDown();
@@ -1071,14 +1204,12 @@ RunResult runScenario(const Scenario &scenario, const RunOptions &options) {
     }
     ModelStep predicted = model.apply(c);
     sweep = sweep || devicesDown() != down;
-    for (const std::string &name : tensorsNamedBy(c, model))
-      if (std::find(named.begin(), named.end(), name) == named.end())
-        named.push_back(name);
+    addTensorsNamedBy(c, model, named);
     // The final read-back is the runner's, not the scenario's: it counts
     // towards no coverage.
     if (written) {
       for (const std::string &label : predicted.labels)
-        ++result.labels[label];
+        ++labels[label];
       for (const auto &[id, state] : before) {
         auto it = model.records().find(id);
         if (it != model.records().end() && it->second.state == state)
@@ -1086,11 +1217,10 @@ RunResult runScenario(const Scenario &scenario, const RunOptions &options) {
         if (it == model.records().end() && state != ResidencyState::Device &&
             state != ResidencyState::Mirrored)
           continue;
-        std::string op(commandKindName(c.kind));
-        ++result.transitions[stateLabel(state) + " -" + op + "-> " +
-                             (it == model.records().end()
-                                  ? std::string("freed")
-                                  : stateLabel(it->second.state))];
+        ++transitions[{state, c.kind,
+                       it == model.records().end()
+                           ? std::nullopt
+                           : std::optional(it->second.state)}];
       }
     }
     if (written && !(c.expect == predicted.outcome)) {
@@ -1122,7 +1252,7 @@ RunResult runScenario(const Scenario &scenario, const RunOptions &options) {
 
   for (size_t i = 0; i < scenario.commands.size(); ++i)
     if (!runStep(scenario.commands[i], i + 1, true))
-      return result;
+      return;
 
   // Final read-back: every record still on a device is brought back (kept
   // there too), so results computed on the device are compared with the
@@ -1130,12 +1260,12 @@ RunResult runScenario(const Scenario &scenario, const RunOptions &options) {
   size_t step = scenario.commands.size();
   for (const Command &c : finalReadBack(model))
     if (!runStep(c, ++step, false))
-      return result;
+      return;
 
   for (const auto &[name, d] : model.devices()) {
     result.allocations[name] = d.allocations;
-    result.slotReuses[name] = d.allocations - std::min<uint64_t>(
-                                                  d.allocations, d.peakLive);
+    result.slotReuses[name] =
+        d.allocations - std::min<uint64_t>(d.allocations, d.peakLive);
   }
 
   // Every readable tensor's contents, large ones included.
@@ -1144,7 +1274,7 @@ RunResult runScenario(const Scenario &scenario, const RunOptions &options) {
     if (auto d = s->compareState(model, {}, true, true)) {
       diverge(step, "final check (host contents of every readable tensor)",
               s->backend(), *d);
-      return result;
+      return;
     }
 
   // Teardown: every tensor goes, memory returns to the baseline.
@@ -1161,8 +1291,29 @@ RunResult runScenario(const Scenario &scenario, const RunOptions &options) {
     if (d) {
       diverge(step, "teardown (destroy every tensor, free every location)",
               s->backend(), *d);
-      return result;
+      return;
     }
+  }
+  return;
+}
+
+} // namespace
+
+RunResult runScenario(const Scenario &scenario, const RunOptions &options) {
+  RunResult result;
+  LabelCounts labels;
+  TransitionCounts transitions;
+  {
+    ScopedThrowingViolationHandler violations;
+    runInto(scenario, options, result, labels, transitions);
+  }
+  for (const auto &[label, count] : labels)
+    result.labels[label] += count;
+  for (const auto &[key, count] : transitions) {
+    const auto &[from, kind, to] = key;
+    result.transitions[stateLabel(from) + " -" +
+                       std::string(commandKindName(kind)) + "-> " +
+                       (to ? stateLabel(*to) : std::string("freed"))] += count;
   }
   return result;
 }

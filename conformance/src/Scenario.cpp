@@ -330,18 +330,17 @@ void fillPattern(ElemKind kind, uint64_t pattern, size_t firstElement,
   size_t size = elemSize(kind);
   uint64_t period = patternPeriod(kind, pattern);
   if (period == 0) {
-    writeElements(size, out, firstElement, [&](uint64_t i) {
-      return elementBits(kind, pattern, i);
-    });
+    writeElements(size, out, firstElement,
+                  [&](uint64_t i) { return elementBits(kind, pattern, i); });
     return;
   }
-  // A periodic pattern: compute one block of whole periods (at least 4 KiB),
-  // then copy it over the rest, doubling what is already written.
-  uint64_t block = period * ((4096 / (period * size)) + 1);
+  // A periodic pattern: compute one period, then copy it over the rest,
+  // doubling what is already written (so a small tensor computes no more
+  // elements than a period, and a large one copies in few large blocks).
+  uint64_t block = period;
   size_t prefix = std::min<size_t>(out.size(), block * size);
-  writeElements(size, out.first(prefix), firstElement, [&](uint64_t i) {
-    return elementBits(kind, pattern, i);
-  });
+  writeElements(size, out.first(prefix), firstElement,
+                [&](uint64_t i) { return elementBits(kind, pattern, i); });
   for (size_t done = prefix; done < out.size();) {
     size_t copy = std::min(done - done % (block * size), out.size() - done);
     std::memcpy(out.data() + done, out.data(), copy);
@@ -360,16 +359,16 @@ namespace {
 
 /// Why the runner cannot hold the tensor \p create makes, or "" when it can
 /// (or when the type is one the contract refuses anyway).
-std::string sizeProblem(const Command &create, const std::string &step) {
-  Type type{create.elemKind, create.dims};
+std::string sizeProblem(const Command &create) {
   size_t bytes = elemSize(create.elemKind);
   for (size_t d : create.dims)
     if (d == 0 || __builtin_mul_overflow(bytes, d, &bytes))
       return "";
   if (bytes > MaxTensorBytes || bytes <= MaxScenarioTensorBytes)
     return "";
-  return step + "tensor '" + create.target + "' of type " + type.toString() +
-         " holds " + std::to_string(bytes) + " bytes, more than the " +
+  return "tensor '" + create.target + "' of type " +
+         Type{create.elemKind, create.dims}.toString() + " holds " +
+         std::to_string(bytes) + " bytes, more than the " +
          std::to_string(MaxScenarioTensorBytes) +
          " bytes a scenario may create (the runner and the model hold every "
          "tensor in host memory); types over " +
@@ -387,19 +386,24 @@ std::string validateScenario(const Scenario &scenario) {
       return "device '" + d.name + "' is declared twice";
   for (size_t i = 0; i < scenario.commands.size(); ++i) {
     const Command &c = scenario.commands[i];
-    std::string step = "step " + std::to_string(i + 1) + " (" +
-                       std::string(commandKindName(c.kind)) + "): ";
+    // Named only in a problem: building it for every command would cost a
+    // string per step of every run.
+    auto step = [&] {
+      return "step " + std::to_string(i + 1) + " (" +
+             std::string(commandKindName(c.kind)) + "): ";
+    };
     auto needTensor = [&](const std::string &name) -> std::string {
-      return tensors.count(name) ? "" : step + "unknown tensor '" + name + "'";
+      return tensors.count(name) ? ""
+                                 : step() + "unknown tensor '" + name + "'";
     };
     auto needDevice = [&]() -> std::string {
       return devices.count(c.device)
                  ? ""
-                 : step + "unknown device '" + c.device + "'";
+                 : step() + "unknown device '" + c.device + "'";
     };
     auto newTensor = [&](const std::string &name) -> std::string {
       if (!tensors.insert(name).second)
-        return step + "tensor '" + name + "' already exists";
+        return step() + "tensor '" + name + "' already exists";
       return "";
     };
     std::string problem;
@@ -407,7 +411,8 @@ std::string validateScenario(const Scenario &scenario) {
     case CommandKind::Create:
       problem = newTensor(c.target);
       if (problem.empty())
-        problem = sizeProblem(c, step);
+        if (std::string tooLarge = sizeProblem(c); !tooLarge.empty())
+          problem = step() + tooLarge;
       break;
     case CommandKind::View:
     case CommandKind::Clone:
@@ -438,10 +443,10 @@ std::string validateScenario(const Scenario &scenario) {
       if (problem.empty() && !c.location.empty()) {
         auto it = locations.find(c.location);
         if (it == locations.end())
-          problem = step + "unknown location '" + c.location + "'";
+          problem = step() + "unknown location '" + c.location + "'";
         else if (it->second != c.device)
-          problem = step + "location '" + c.location + "' belongs to device '" +
-                    it->second + "'";
+          problem = step() + "location '" + c.location +
+                    "' belongs to device '" + it->second + "'";
       }
       break;
     case CommandKind::FromDevice:
@@ -454,12 +459,12 @@ std::string validateScenario(const Scenario &scenario) {
     case CommandKind::AddNetwork:
       problem = needDevice();
       if (problem.empty() && c.nodes.empty())
-        problem = step + "network '" + c.target + "' has no nodes";
+        problem = step() + "network '" + c.target + "' has no nodes";
       networks.insert(c.target);
       break;
     case CommandKind::Run:
       if (!networks.count(c.target))
-        problem = step + "unknown network '" + c.target + "'";
+        problem = step() + "unknown network '" + c.target + "'";
       for (const auto &[placeholder, tensor] : c.bindings)
         if (problem.empty())
           problem = needTensor(tensor);
@@ -467,7 +472,7 @@ std::string validateScenario(const Scenario &scenario) {
     case CommandKind::EvictNetwork:
     case CommandKind::EnsureOutputs:
       if (!networks.count(c.target))
-        problem = step + "unknown network '" + c.target + "'";
+        problem = step() + "unknown network '" + c.target + "'";
       break;
     case CommandKind::Shutdown:
     case CommandKind::InjectFault:
@@ -476,16 +481,16 @@ std::string validateScenario(const Scenario &scenario) {
     case CommandKind::Alloc:
       problem = needDevice();
       if (problem.empty() && locations.count(c.target))
-        problem = step + "location '" + c.target + "' already exists";
+        problem = step() + "location '" + c.target + "' already exists";
       locations[c.target] = c.device;
       break;
     case CommandKind::Free: {
       problem = needDevice();
       auto it = locations.find(c.target);
       if (problem.empty() && it == locations.end())
-        problem = step + "unknown location '" + c.target + "'";
+        problem = step() + "unknown location '" + c.target + "'";
       else if (problem.empty() && it->second != c.device)
-        problem = step + "location '" + c.target + "' belongs to device '" +
+        problem = step() + "location '" + c.target + "' belongs to device '" +
                   it->second + "'";
       break;
     }
