@@ -217,7 +217,10 @@ private:
 
   ElemKind pickKind() { return rng_.pick(p_.space.elemKinds); }
 
-  uint64_t pickPattern() {
+  /// A fill pattern: a value class, then one of its patterns. With \p
+  /// unusual, one of the classes beyond zeros and small exact values
+  /// (specials, extremes, rounding, random bits).
+  uint64_t pickPattern(bool unusual = false) {
     // A class by name first, so that classes with many patterns are not
     // drawn more often than the others. The classes are gathered from the
     // input space once per scenario, not per draw.
@@ -235,10 +238,15 @@ private:
             v.pattern);
       }
     }
-    const std::string *name = rng_.pick(valueClassNames_);
-    size_t index = size_t(
-        std::find(valueClassNames_.begin(), valueClassNames_.end(), name) -
-        valueClassNames_.begin());
+    size_t index = rng_.below(valueClassNames_.size());
+    if (unusual) {
+      std::vector<size_t> classes;
+      for (size_t i = 0; i < valueClassNames_.size(); ++i)
+        if (valueClassOf(valueClassPatterns_[i].front()))
+          classes.push_back(i);
+      if (!classes.empty())
+        index = rng_.pick(classes);
+    }
     return rng_.pick(valueClassPatterns_[index]);
   }
 
@@ -579,11 +587,15 @@ private:
     Command c;
     c.kind = kind;
     switch (kind) {
-    case CommandKind::Create:
+    case CommandKind::Create: {
+      // A tensor made for a run's input often holds unusual values: where
+      // value-dependent arithmetic goes wrong.
+      bool forRun = wanted_.has_value();
       c.target = freshTensor();
       pickType(c);
-      c.pattern = pickPattern();
+      c.pattern = pickPattern(forRun && rng_.percent(50));
       break;
+    }
     case CommandKind::View: {
       c.target = freshTensor();
       if (viewForNetwork(c))

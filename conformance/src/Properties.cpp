@@ -184,11 +184,13 @@ std::vector<PropertyFamily> makeFamilies() {
                      {K::AddNetwork, 3}, {K::Run, 10},         {K::Read, 2},
                      {K::FromDevice, 2}, {K::EnsureOutputs, 3}};
                  GeneratorProfile p = oneDevice(w);
-                 // One element kind, so that most tensors fit a network,
-                 // and larger tensors than elsewhere, so that views start
-                 // past the offsets where a backend's arithmetic changes
-                 // (64 KiB and more).
-                 p.space.elemKinds = {ElemKind::Float32};
+                 // Few element kinds, so that most tensors fit a network
+                 // (of one byte, two and four, so that offsets fall between
+                 // words), and larger tensors than elsewhere, so that views
+                 // start past the offsets where a backend's arithmetic
+                 // changes (64 KiB and more).
+                 p.space.elemKinds = {ElemKind::Float32, ElemKind::Float16,
+                                      ElemKind::UInt8};
                  p.sizeClassWeights = {10, 30, 25, 17, 12, 4, 2};
                  return p;
                },
