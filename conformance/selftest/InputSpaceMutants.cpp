@@ -981,15 +981,70 @@ protected:
   }
 };
 
+/// The alignment a device was configured with (the fake device's
+/// `alignment` parameter).
+uint64_t configuredAlignment(const DeviceManager &device) {
+  return *device.config().uintParameter("alignment", 64);
+}
+
+/// With an alignment of a page or more (the fake device's large-page
+/// configuration), the budget check counts the request in whole alignment
+/// units while usage counts exact bytes: an exact fit is OutOfMemory there,
+/// and only there.
+class LargePageBudgetCountsPages final : public PlansFaultsItself {
+public:
+  using PlansFaultsItself::PlansFaultsItself;
+  ~LargePageBudgetCountsPages() override { shutdown(); }
+
+protected:
+  Expected<DeviceLocation> allocateUnplanned(uint64_t bytes) override {
+    uint64_t align = configuredAlignment(*this);
+    if (align < 4 * KiB)
+      return FakeDevice::allocate(bytes);
+    uint64_t used = usedMemory(), budget = maximumMemory();
+    uint64_t pages = (bytes + align - 1) & ~(align - 1);
+    if (pages > budget - std::min(used, budget))
+      return makeError(ErrorCode::OutOfMemory,
+                       "mutant device '" + name() + "': allocation of " +
+                           std::to_string(bytes) + " bytes with " +
+                           std::to_string(used) + " of " +
+                           std::to_string(budget) + " bytes in use");
+    return FakeDevice::allocate(bytes);
+  }
+};
+
+/// With an alignment of a page or more, allocationSize() reports the size
+/// rounded up to the alignment, so a raw location of exactly a tensor's size
+/// is refused as the target of its transfer.
+class LargePageSizeRoundedUp final : public FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+  ~LargePageSizeRoundedUp() override { shutdown(); }
+
+protected:
+  Expected<uint64_t> allocationSize(DeviceLocation location) const override {
+    Expected<uint64_t> size = FakeDevice::allocationSize(location);
+    uint64_t align = configuredAlignment(*this);
+    if (!size || align < 4 * KiB)
+      return size;
+    return (*size + align - 1) & ~(align - 1);
+  }
+};
+
+/// A mutant registered as the fake device is: its parameters and the
+/// configurations worth testing are the fake device's, so the suite sweeps
+/// them on the mutant too.
 template <typename Mutant>
 BackendInfo mutant(std::string name, std::string description) {
-  return BackendInfo{
-      "mutant:" + std::move(name), std::move(description),
-      fake::fakeCapabilities(/*async=*/true, /*resident=*/true),
+  BackendInfo info = fake::fakeBackendInfo();
+  info.name = "mutant:" + std::move(name);
+  info.description = std::move(description);
+  info.factory =
       [](const DeviceConfig &config) -> std::unique_ptr<DeviceManager> {
-        return std::make_unique<Mutant>(config);
-      },
-      /*testOnly=*/true};
+    return std::make_unique<Mutant>(config);
+  };
+  info.testOnly = true;
+  return info;
 }
 
 DRT_REGISTER_BACKEND(mutant<UploadDropsTailPast64K>(
@@ -1070,6 +1125,13 @@ DRT_REGISTER_BACKEND(mutant<BudgetCheckRoundsDown>(
 DRT_REGISTER_BACKEND(mutant<RunGroupsNodesByOp>(
     "run-groups-nodes-by-op",
     "nodes run grouped by op, out of order in networks of 3+ nodes"));
+DRT_REGISTER_BACKEND(mutant<LargePageBudgetCountsPages>(
+    "large-page-budget-counts-pages",
+    "with alignment >= 4 KiB, the budget check counts whole pages: exact "
+    "fits fail"));
+DRT_REGISTER_BACKEND(mutant<LargePageSizeRoundedUp>(
+    "large-page-size-rounded-up",
+    "with alignment >= 4 KiB, allocationSize() reports whole pages"));
 
 } // namespace
 } // namespace drt::conformance::selftest
