@@ -104,9 +104,11 @@ int main(int argc, char **argv) {
                           ${backend})
     add_executable(${name}-replay ${sources}/replay.cpp)
     target_link_libraries(${name}-replay PRIVATE drt::conformance ${backend})
-    add_executable(${name}-behaviour ${sources}/behaviour.cpp)
-    target_link_libraries(${name}-behaviour PRIVATE drt::behaviour_tests
-                          ${backend})
+    if(TARGET drt::behaviour_tests)
+      add_executable(${name}-behaviour ${sources}/behaviour.cpp)
+      target_link_libraries(${name}-behaviour PRIVATE drt::behaviour_tests
+                            ${backend})
+    endif()
     if(ARG_AGAINST STREQUAL "fake")
       target_link_libraries(${name}-conformance PRIVATE drt::backend_fake)
       target_link_libraries(${name}-replay PRIVATE drt::backend_fake)
@@ -146,7 +148,10 @@ int main(int argc, char **argv) {
       LABELS "${labels};scenario" PASS_REGULAR_EXPRESSION "${expect}")
   endforeach()
 
-  if(type STREQUAL "MODULE_LIBRARY")
+  if(NOT TARGET drt::behaviour_tests)
+    message(STATUS "drt_add_conformance_tests(${name}): this drt was built "
+                   "without tests, so without the Behaviour tests")
+  elseif(type STREQUAL "MODULE_LIBRARY")
     add_test(NAME ${name}.behaviour
              COMMAND ${behaviour} ${load} --backend ${ARG_BACKEND}
                      ${parameters})

@@ -329,7 +329,7 @@ TEST_P(Behaviour, MoveAssignOntoAResidentTensorReleasesItsMemory) {
   EXPECT_EQ(d.stats().frees, frees + 1);
   EXPECT_EQ(target.residencySnapshot().state, ResidencyState::Device);
   EXPECT_VIOLATION(source.hostBytes(), ViolationKind::UseOfMovedFrom);
-  EXPECT_VIOLATION(transferToDeviceSync(d, source),
+  EXPECT_VIOLATION((void)transferToDeviceSync(d, source),
                    ViolationKind::UseOfMovedFrom);
   Tensor &self = target;
   target = std::move(self);

@@ -137,6 +137,21 @@ void list() {
   }
 }
 
+/// ", but N of M property runs were skipped (...)" when more than half of
+/// the summary's property runs were skipped, else "": a verdict over a
+/// minority of the properties says so.
+std::string skippedNote(const RunSummary &summary) {
+  size_t skipped = 0;
+  for (const PropertyResult &r : summary.results)
+    skipped += r.status == PropertyResult::Status::Skipped;
+  if (skipped * 2 <= summary.results.size())
+    return "";
+  return ", but " + std::to_string(skipped) + " of " +
+         std::to_string(summary.results.size()) +
+         " property runs were skipped (the backends' capabilities or the "
+         "partner rule them out; the table says why)";
+}
+
 bool writeFile(const std::string &program, const std::string &path,
                const std::string &text) {
   std::ofstream out(path);
@@ -404,7 +419,8 @@ int run(int argc, char **argv, const ProgramSettings &settings) {
   for (const auto &[b, s] : summary.secondsPerBackend)
     std::printf("wall time on %s: %.1f s\n", b.c_str(), s);
   bool passed = summary.passed() && covered;
-  std::cout << (passed ? "PASSED" : "FAILED") << std::endl;
+  std::cout << (passed ? "PASSED" : "FAILED") << skippedNote(summary)
+            << std::endl;
   bool written = true;
   if (!junit.empty())
     written &= writeFile(program, junit, junitReport(summary));
