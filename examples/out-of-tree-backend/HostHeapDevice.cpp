@@ -373,9 +373,9 @@ private:
       shutdown();
     return e;
   }
-  /// Completes an operation a fault struck. shutdown() has completed the
-  /// operation in flight with DeviceLost already: calling \p done again
-  /// would complete it twice.
+  /// Completes an operation a fault struck. After an injected DeviceLost,
+  /// shutdown() has completed the operation in flight already (a second
+  /// completion would be ignored as late), so none is made.
   static void completeStruck(Error e, const CompletionCallback &done) {
     if (e.code() != ErrorCode::DeviceLost)
       done(std::move(e));
