@@ -2,32 +2,36 @@
 # package, built and registered with ctest for one backend of the caller's
 # own build.
 #
-#   drt_add_conformance_tests(TARGET target BACKEND name
+#   drt_add_conformance_tests(TARGET target BACKEND name [NAME name]
 #                             [PARAMS key=value ...] [AGAINST backend]
 #                             [SUITE_OPTIONS option ...] [LABELS label ...])
 #
 # TARGET is the library that registers backend BACKEND (DRT_REGISTER_BACKEND).
 # A STATIC, OBJECT or SHARED library is linked (a static one whole, so its
-# registration is kept) into programs of its own: TARGET-conformance,
-# TARGET-replay and TARGET-behaviour, whose failure reports name
-# TARGET-replay. A MODULE library is a plugin: the package's drt-conformance,
+# registration is kept) into programs of its own: NAME-conformance,
+# NAME-replay and NAME-behaviour, whose failure reports name
+# NAME-replay. A MODULE library is a plugin: the package's drt-conformance,
 # drt-replay and drt-behaviour load it with --plugin.
 #
+# NAME (default: TARGET) names the tests and programs, so that one target
+# can be registered in several configurations (PARAMS resident=0).
+#
 # The ctest tests, each labelled drt, BACKEND and the LABELS given:
-#   TARGET.conformance           every property, in every configuration the
-#                                backend declares (label conformance);
-#   TARGET.scenario.NAME         every stored regression scenario of the
-#                                package (label scenario);
-#   TARGET.refused.NAME          every stored scenario the harness must refuse,
-#                                with the refusal it must print;
-#   TARGET.behaviour...          the Behaviour tests, one per rule of the
-#                                contract and configuration (label behaviour;
-#                                a plugin runs them as one test).
+#   NAME.conformance       every property, in every configuration the
+#                          backend declares (label conformance);
+#   NAME.scenario.FILE     every stored regression scenario of the package
+#                          (label scenario); skipped when its expectations
+#                          need a capability the configuration lacks;
+#   NAME.refused.FILE      every stored scenario the harness must refuse,
+#                          with the refusal it must print;
+#   NAME.behaviour...      the Behaviour tests, one per rule of the contract
+#                          and configuration (label behaviour; a plugin
+#                          runs them as one test).
 # PARAMS fixes backend parameters in every test (--param); AGAINST runs the
 # suite in lockstep with a second backend (fake, the reference device);
 # SUITE_OPTIONS are more drt-conformance options (--time-budget 2, --seed 7).
 function(drt_add_conformance_tests)
-  cmake_parse_arguments(PARSE_ARGV 0 ARG "" "TARGET;BACKEND;AGAINST"
+  cmake_parse_arguments(PARSE_ARGV 0 ARG "" "TARGET;BACKEND;NAME;AGAINST"
                         "PARAMS;SUITE_OPTIONS;LABELS")
   if(NOT ARG_TARGET OR NOT ARG_BACKEND)
     message(FATAL_ERROR "drt_add_conformance_tests needs TARGET and BACKEND")
@@ -41,6 +45,9 @@ function(drt_add_conformance_tests)
                         "${ARG_UNPARSED_ARGUMENTS}")
   endif()
   set(name ${ARG_TARGET})
+  if(ARG_NAME)
+    set(name ${ARG_NAME})
+  endif()
   set(parameters)
   foreach(parameter IN LISTS ARG_PARAMS)
     if(NOT parameter MATCHES "^[^=]+=")
@@ -131,7 +138,7 @@ int main(int argc, char **argv) {
     add_test(NAME ${name}.scenario.${scenario_name}
              COMMAND ${replay} ${scenario} ${load} --backend ${ARG_BACKEND}
                      ${parameters})
-    # 77: a scenario that injects faults, on a backend without them.
+    # 77: a scenario written for capabilities the configuration lacks.
     set_tests_properties(${name}.scenario.${scenario_name} PROPERTIES
                          LABELS "${labels};scenario" SKIP_RETURN_CODE 77)
   endforeach()

@@ -13,10 +13,10 @@
 #include "drt/conformance/Runner.h"
 #include "drt/conformance/ScenarioText.h"
 
-#include <algorithm>
 #include <exception>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <sstream>
 
 namespace drt::conformance {
@@ -30,9 +30,9 @@ const char *Usage =
     "Runs the scenario in FILE on backend NAME and compares it with the\n"
     "reference model after every step; exits 0 when it passes, 1 on a\n"
     "divergence, 2 on a usage, parse or setup error, 3 on an unexpected\n"
-    "exception, 77 when the scenario injects faults and a backend does not\n"
-    "declare fault injection (skipped). --against runs a second backend in "
-    "lockstep, in its default\n"
+    "exception, 77 when the scenario's expectations need a capability a\n"
+    "backend does not declare (fault injection, resident tensors): skipped.\n"
+    "--against runs a second backend in lockstep, in its default\n"
     "configuration. --param sets a parameter of the backend under test on\n"
     "every device the scenario declares (drt-conformance --list shows each\n"
     "backend's parameters). --plugin LIBRARY (and DRT_PLUGINS, paths\n"
@@ -44,6 +44,53 @@ std::string registeredBackends() {
   for (const BackendInfo &b : BackendRegistry::instance().list())
     out += (out.empty() ? "" : ", ") + b.name;
   return out.empty() ? "none" : out;
+}
+
+/// Why \p scenario, as written, needs a capability that backend \p backend
+/// does not declare on the device a step uses, or "". Its written
+/// expectations say what a capable backend does: a step that expects a
+/// fault to be planned, or a tensor or allocation to be placed on the
+/// device, on a device that refuses both with NotSupported. A scenario
+/// written for such a backend says NotSupported there, and runs.
+std::string writtenForOtherCapabilities(const Scenario &scenario,
+                                        const std::string &backend) {
+  std::map<std::string, Capabilities> devices;
+  for (const DeviceSpec &d : scenario.devices)
+    if (auto caps =
+            BackendRegistry::instance().capabilitiesFor(backend, d.parameters))
+      devices[d.name] = *caps;
+  for (size_t i = 0; i < scenario.commands.size(); ++i) {
+    const Command &c = scenario.commands[i];
+    auto device = devices.find(c.device);
+    if (device == devices.end() ||
+        c.expect == Outcome::error(ErrorCode::NotSupported))
+      continue;
+    std::string step = "step " + std::to_string(i + 1) + " (" +
+                       std::string(commandKindName(c.kind)) + ") expects ";
+    if (c.kind == CommandKind::InjectFault && !device->second.faultInjection)
+      return step + "a planned fault, and backend '" + backend +
+             "' does not declare fault injection";
+    if ((c.kind == CommandKind::ToDevice || c.kind == CommandKind::Alloc) &&
+        !device->second.residentTensors)
+      return step + "device memory, and backend '" + backend +
+             "' does not declare resident tensors";
+  }
+  return "";
+}
+
+/// True when backend \p backend creates every device \p scenario declares:
+/// a scenario whose setup fails is reported as such, never skipped.
+bool devicesCanBeCreated(const Scenario &scenario, const std::string &backend) {
+  for (const DeviceSpec &d : scenario.devices) {
+    DeviceConfig config;
+    config.name = d.name;
+    config.memoryBudget = d.budget;
+    config.copyDeviceTensorsToHost = d.copyToHost;
+    config.parameters = d.parameters;
+    if (!BackendRegistry::instance().create(backend, config))
+      return false;
+  }
+  return true;
 }
 
 /// The program; replayProgram adds the last-resort catch.
@@ -136,21 +183,12 @@ int run(int argc, char **argv, const ProgramSettings &settings) {
   std::string where =
       backend + (given.empty() ? "" : " [" + configurationName(given) + "]") +
       (against.empty() ? "" : " against " + against);
-  // A scenario that injects faults is written for backends that declare
-  // fault injection (its expectations say what the faults do): on another
-  // backend it is skipped, with its own exit code, rather than failed.
-  bool injectsFaults = std::any_of(
-      scenario.commands.begin(), scenario.commands.end(),
-      [](const Command &c) { return c.kind == CommandKind::InjectFault; });
   for (const std::string &name : {backend, against}) {
-    if (name.empty() || !injectsFaults)
+    if (name.empty())
       continue;
-    auto caps = BackendRegistry::instance().capabilitiesFor(
-        name, name == backend ? given : ParameterMap{});
-    if (caps && !caps->faultInjection) {
-      std::cout << file << ": skipped on " << where << ": it injects faults "
-                << "and backend '" << name
-                << "' does not declare fault injection\n";
+    if (std::string why = writtenForOtherCapabilities(scenario, name);
+        !why.empty() && devicesCanBeCreated(scenario, name)) {
+      std::cout << file << ": skipped on " << where << ": " << why << "\n";
       return SkippedExitCode;
     }
   }

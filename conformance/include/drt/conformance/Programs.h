@@ -32,9 +32,10 @@ struct ProgramSettings {
 /// unexpected exception. \p settings.name defaults to "drt-conformance".
 int conformanceProgram(int argc, char **argv, ProgramSettings settings = {});
 
-/// What drt-replay returns for a scenario it skips: one that injects faults,
-/// on a backend that does not declare fault injection (ctest's
-/// SKIP_RETURN_CODE).
+/// What drt-replay returns for a scenario it skips (ctest's
+/// SKIP_RETURN_CODE): one whose written expectations need a capability the
+/// backend does not declare, such as a planned fault without fault
+/// injection or a transfer that succeeds without resident tensors.
 inline constexpr int SkippedExitCode = 77;
 
 /// drt-replay: runs one scenario file on a backend (see its --help), after
