@@ -510,7 +510,8 @@ void finishFailure(Row &row, const PropertyFamily &family,
     if (result.scenarioFile[i] == ':' || result.scenarioFile[i] == ' ')
       result.scenarioFile[i] = result.scenarioFile[i] == ':' ? '_' : '-';
   result.replayCommand =
-      "drt-replay " + result.scenarioFile + " --backend " + options.backend +
+      options.replayProgram + " " + result.scenarioFile + " --backend " +
+      options.backend +
       (options.against.empty() ? "" : " --against " + options.against) +
       parameterOptions(result.parameters);
   std::ofstream out(result.scenarioFile);

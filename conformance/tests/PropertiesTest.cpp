@@ -274,6 +274,22 @@ TEST(Properties, AFailureNamesItsConfigurationAndReplaysWithIt) {
   EXPECT_EQ(second, "# replay: " + r.replayCommand);
 }
 
+TEST(Properties, TheReplayCommandStartsWithTheGivenReplayProgram) {
+  // A backend's own replay tool, or drt-replay with the plugins it needs.
+  PropertyOptions options;
+  options.backend = "mutant:accounting-drift";
+  options.cases = 5;
+  options.failureDirectory = ::testing::TempDir();
+  options.replayProgram = "/opt/mine/mine-replay --plugin /opt/mine/libmine.so";
+  PropertyResult r = runProperty(family("view-sharing"), options);
+  ASSERT_EQ(r.status, PropertyResult::Status::Failed) << r.reason;
+  EXPECT_EQ(r.replayCommand.rfind(options.replayProgram + " " + r.scenarioFile +
+                                      " --backend mutant:accounting-drift",
+                                  0),
+            0u)
+      << r.replayCommand;
+}
+
 TEST(Properties, FailFastStopsAtTheFirstFailingConfiguration) {
   PropertyOptions options;
   options.backend = "mutant:accounting-drift";

@@ -38,8 +38,9 @@ std::optional<ErrorCode> parseErrorCode(std::string_view name);
 /// A success or a failure with a code and a human-readable message.
 ///
 /// Like llvm::Error, a failure converts to true: `if (Error e = f()) return
-/// e;`.
-class Error {
+/// e;`. An Error returned and dropped unread is a compiler warning: a
+/// failure is handled or passed on, never lost.
+class [[nodiscard]] Error {
 public:
   /// Constructs a success.
   Error() = default;

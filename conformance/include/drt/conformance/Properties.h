@@ -92,6 +92,10 @@ struct PropertyOptions {
   /// Stop at the first configuration that fails; the ones after it are
   /// skipped, with that reason.
   bool failFast = false;
+  /// What a failure's replay command starts with: the replay tool and the
+  /// options it needs before the file (" --plugin LIBRARY" for a backend
+  /// loaded as a plugin), so that the printed command works as it is.
+  std::string replayProgram = "drt-replay";
 };
 
 /// The outcome of one family on one backend in one configuration.

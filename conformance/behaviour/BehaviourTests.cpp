@@ -1,10 +1,11 @@
-//===- BehaviourTest.cpp - The contract on every backend ------------------===//
+//===- BehaviourTests.cpp - The contract on every backend -----------------===//
 //
 // Each test checks one rule of docs/semantics.md against a real
 // DeviceManager created through the registry. The same tests are instantiated
-// for every backend configuration (see the INSTANTIATE lines at the end); after
-// every test each device must be back at its baseline: no bytes in use, no
-// live allocations, no operation in flight, no background error.
+// for every backend configuration chosen at run time (behaviourCases(), see
+// drt/conformance/Behaviour.h); after every test each device must be back at
+// its baseline: no bytes in use, no live allocations, no operation in flight,
+// no background error.
 //
 //===----------------------------------------------------------------------===//
 #include "drt/BackendRegistry.h"
@@ -12,6 +13,7 @@
 #include "drt/HostManager.h"
 #include "drt/SyncTransfer.h"
 #include "drt/Violation.h"
+#include "drt/conformance/Behaviour.h"
 
 #include "ViolationAssertions.h"
 
@@ -24,18 +26,15 @@
 #include <thread>
 
 using namespace drt;
+using drt::conformance::BehaviourCase;
 
-namespace {
-
-struct BackendCase {
-  std::string label;
-  std::string backend;
-  std::map<std::string, std::string> parameters;
-};
-
-std::ostream &operator<<(std::ostream &os, const BackendCase &c) {
+namespace drt::conformance {
+std::ostream &operator<<(std::ostream &os, const BehaviourCase &c) {
   return os << c.label;
 }
+} // namespace drt::conformance
+
+namespace {
 
 ::testing::AssertionResult hasCode(const Error &e, ErrorCode code) {
   if (e.code() == code)
@@ -51,7 +50,7 @@ std::ostream &operator<<(std::ostream &os, const BackendCase &c) {
     ASSERT_FALSE(e_) << #expr << " failed: " << e_.toString();                 \
   } while (0)
 
-class Behaviour : public ::testing::TestWithParam<BackendCase> {
+class Behaviour : public ::testing::TestWithParam<BehaviourCase> {
 protected:
   /// Creates device \p index (0, 1, ...) on first use.
   DeviceManager &device(size_t index = 0, uint64_t budget = 0,
@@ -330,7 +329,7 @@ TEST_P(Behaviour, MoveAssignOntoAResidentTensorReleasesItsMemory) {
   EXPECT_EQ(d.stats().frees, frees + 1);
   EXPECT_EQ(target.residencySnapshot().state, ResidencyState::Device);
   EXPECT_VIOLATION(source.hostBytes(), ViolationKind::UseOfMovedFrom);
-  EXPECT_VIOLATION(transferToDeviceSync(d, source),
+  EXPECT_VIOLATION((void)transferToDeviceSync(d, source),
                    ViolationKind::UseOfMovedFrom);
   Tensor &self = target;
   target = std::move(self);
@@ -1072,19 +1071,11 @@ TEST_P(Behaviour, WithoutResidentTensorsTransfersAreNotSupported) {
   EXPECT_EQ(t.residencySnapshot().state, ResidencyState::Host);
 }
 
-#if defined(DRT_BEHAVIOUR_BACKEND_fake)
+// Evaluated when GoogleTest registers the tests, after the program chose
+// its backends.
 INSTANTIATE_TEST_SUITE_P(
-    fake, Behaviour,
-    ::testing::Values(BackendCase{"sync", "fake", {}},
-                      BackendCase{
-                          "async", "fake", {{"async", "1"}, {"seed", "7"}}},
-                      BackendCase{"no_resident", "fake", {{"resident", "0"}}}),
+    Backends, Behaviour,
+    ::testing::ValuesIn(drt::conformance::behaviourCases()),
     [](const auto &info) { return info.param.label; });
-#endif
-#if defined(DRT_BEHAVIOUR_BACKEND_opencl)
-INSTANTIATE_TEST_SUITE_P(
-    opencl, Behaviour, ::testing::Values(BackendCase{"default", "opencl", {}}),
-    [](const auto &info) { return info.param.label; });
-#endif
 
 } // namespace

@@ -1,0 +1,452 @@
+//===- ConformanceProgram.cpp - drt-conformance ---------------------------===//
+//
+// Runs the property families against registered backends and prints a
+// progress line per property and a summary table; exits 0 only when every
+// property passes. See docs/conformance.md.
+//
+//===----------------------------------------------------------------------===//
+#include "drt/BackendRegistry.h"
+#include "drt/conformance/Configuration.h"
+#include "drt/conformance/Plugins.h"
+#include "drt/conformance/Programs.h"
+#include "drt/conformance/Properties.h"
+#include "drt/conformance/Report.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <string>
+
+namespace drt::conformance {
+
+namespace {
+
+// Follows "usage: NAME".
+const char *Usage =
+    " [--backend NAME|all] [--against NAME] [--seed N]\n"
+    "                       [--cases N | --time-budget SECONDS]\n"
+    "                       [--max-steps N] [--filter PATTERN]\n"
+    "                       [--param KEY=VALUE]... [--list] [--junit FILE]\n"
+    "                       [--report FILE] [--failures-dir DIR] "
+    "[--fail-fast]\n"
+    "                       [--census] [--plugin LIBRARY]...\n"
+    "Runs the residency conformance properties on each backend, in each of\n"
+    "the configurations its parameters declare worth testing (--list shows\n"
+    "them). Each property runs cases for --time-budget seconds (default 0.5;\n"
+    "at least 10 cases), or exactly --cases N cases, spread over the\n"
+    "configurations. --param KEY=VALUE (or BACKEND:KEY=VALUE for one backend)\n"
+    "fixes a parameter of the backend under test on every device it creates;\n"
+    "the others are still swept. The --against partner always runs in its\n"
+    "default configuration. --report FILE writes a Markdown summary to FILE\n"
+    "and JSON to FILE.json. GTEST_TOTAL_SHARDS and GTEST_SHARD_INDEX split "
+    "the\n"
+    "cases of every property across shards. --fail-fast stops after the first\n"
+    "failing property. --census prints what the run's scenarios drew on (size\n"
+    "classes, kinds, values, command pairs, states, faults, allocations). A\n"
+    "run of every property fails when a size class, element kind or value\n"
+    "class is never reached. --plugin LIBRARY (and DRT_PLUGINS, paths\n"
+    "separated by ':') loads a shared library that registers backends.\n";
+
+/// '*' matches any run of characters; a pattern without '*' matches a
+/// substring. Several patterns may be separated by ':'.
+bool matchesOne(const std::string &pattern, const std::string &name) {
+  if (pattern.find('*') == std::string::npos)
+    return name.find(pattern) != std::string::npos;
+  size_t p = 0, n = 0, star = std::string::npos, mark = 0;
+  while (n < name.size()) {
+    if (p < pattern.size() && pattern[p] == name[n]) {
+      ++p;
+      ++n;
+    } else if (p < pattern.size() && pattern[p] == '*') {
+      star = p++;
+      mark = n;
+    } else if (star != std::string::npos) {
+      p = star + 1;
+      n = ++mark;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.size() && pattern[p] == '*')
+    ++p;
+  return p == pattern.size();
+}
+
+bool matches(const std::string &filter, const std::string &name) {
+  if (filter.empty())
+    return true;
+  size_t start = 0;
+  while (start <= filter.size()) {
+    size_t colon = filter.find(':', start);
+    std::string one = filter.substr(
+        start, colon == std::string::npos ? std::string::npos : colon - start);
+    if (!one.empty() && matchesOne(one, name))
+      return true;
+    if (colon == std::string::npos)
+      break;
+    start = colon + 1;
+  }
+  return false;
+}
+
+bool parseInt(const char *text, long &out) {
+  char *end = nullptr;
+  out = std::strtol(text, &end, 10);
+  return end && *end == '\0' && end != text;
+}
+
+void list() {
+  std::cout << "Properties:\n";
+  for (const PropertyFamily &f : propertyFamilies())
+    std::cout << "  " << f.name << "\n      " << f.description << "\n";
+  std::cout << "Backends:\n";
+  for (const BackendInfo &b : BackendRegistry::instance().list()) {
+    std::cout << "  " << b.name << (b.testOnly ? " (test only)" : "")
+              << "\n      " << b.description
+              << "\n      capabilities (default configuration): "
+              << b.capabilities.toString() << "\n";
+    for (const BackendParameter &p : b.parameters) {
+      std::cout << "      parameter " << p.name << "="
+                << (p.defaultValue.empty() ? "(unset)" : p.defaultValue) << ": "
+                << p.meaning << "; " << p.allowedValues();
+      if (p.testValues.size() > 1) {
+        std::cout << "; tested:";
+        for (const std::string &v : p.testValues)
+          std::cout << " " << v;
+      }
+      std::cout << "\n";
+    }
+    auto configurations =
+        BackendRegistry::instance().configurationsToTest(b.name);
+    if (!configurations)
+      continue;
+    std::cout << "      configurations tested:";
+    for (size_t i = 0; i < configurations->size(); ++i) {
+      const ParameterMap &c = (*configurations)[i];
+      std::cout << (i ? "; " : " ") << configurationName(c);
+      auto caps = BackendRegistry::instance().capabilitiesFor(b.name, c);
+      if (caps && !c.empty() && caps->toString() != b.capabilities.toString())
+        std::cout << " (" << caps->toString() << ")";
+    }
+    std::cout << "\n";
+  }
+}
+
+/// ", but N of M property runs were skipped (...)" when more than half of
+/// the summary's property runs were skipped, else "": a verdict over a
+/// minority of the properties says so.
+std::string skippedNote(const RunSummary &summary) {
+  size_t skipped = 0;
+  for (const PropertyResult &r : summary.results)
+    skipped += r.status == PropertyResult::Status::Skipped;
+  if (skipped * 2 <= summary.results.size())
+    return "";
+  return ", but " + std::to_string(skipped) + " of " +
+         std::to_string(summary.results.size()) +
+         " property runs were skipped (the backends' capabilities or the "
+         "partner rule them out; the table says why)";
+}
+
+bool writeFile(const std::string &program, const std::string &path,
+               const std::string &text) {
+  std::ofstream out(path);
+  out << text;
+  if (!out) {
+    std::cerr << program << ": cannot write " << path << "\n";
+    return false;
+  }
+  return true;
+}
+
+/// The program; conformanceProgram adds the last-resort catch.
+int run(int argc, char **argv, const ProgramSettings &settings) {
+  const std::string &program = settings.name;
+  std::string usage = "usage: " + program + Usage;
+  std::string backend = "all", against, filter, junit, report, failuresDir;
+  std::vector<std::string> pluginPaths = pluginsFromEnvironment();
+  long seed = 1, cases = 0, maxSteps = 40;
+  double timeBudget = 0.5;
+  bool failFast = false, printCensus = false, listRequested = false;
+  ParameterMap parameters;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&]() -> const char * {
+      if (i + 1 >= argc) {
+        std::cerr << program << ": " << arg << " needs a value\n" << usage;
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    auto number = [&](long &out) {
+      const char *v = value();
+      if (!parseInt(v, out) || out < 0) {
+        std::cerr << program << ": " << arg
+                  << " expects a non-negative number, got '" << v << "'\n";
+        std::exit(2);
+      }
+    };
+    if (arg == "--backend")
+      backend = value();
+    else if (arg == "--against")
+      against = value();
+    else if (arg == "--seed")
+      number(seed);
+    else if (arg == "--cases")
+      number(cases);
+    else if (arg == "--time-budget") {
+      const char *v = value();
+      char *end = nullptr;
+      timeBudget = std::strtod(v, &end);
+      if (!end || *end || end == v || !(timeBudget > 0) || timeBudget > 3600) {
+        std::cerr << program
+                  << ": --time-budget expects seconds in "
+                     "(0, 3600], got '"
+                  << v << "'\n";
+        return 2;
+      }
+    } else if (arg == "--max-steps")
+      number(maxSteps);
+    else if (arg == "--filter")
+      filter = value();
+    else if (arg == "--junit")
+      junit = value();
+    else if (arg == "--report")
+      report = value();
+    else if (arg == "--failures-dir")
+      failuresDir = value();
+    else if (arg == "--fail-fast")
+      failFast = true;
+    else if (arg == "--census")
+      printCensus = true;
+    else if (arg == "--plugin")
+      pluginPaths.push_back(value());
+    else if (arg == "--param") {
+      std::string text = value(), key, v;
+      if (!parseParameterOption(text, key, v)) {
+        std::cerr << program << ": --param expects KEY=VALUE, got '" << text
+                  << "'\n";
+        return 2;
+      }
+      parameters[key] = v;
+    } else if (arg == "--list") {
+      listRequested = true;
+    } else if (arg == "--help" || arg == "-h") {
+      std::cout << usage;
+      return 0;
+    } else {
+      std::cerr << program << ": unknown argument '" << arg << "'\n" << usage;
+      return 2;
+    }
+  }
+
+  auto plugins = loadBackendPlugins(pluginPaths);
+  if (!plugins) {
+    std::cerr << program << ": " << plugins.takeError().message() << "\n";
+    return 2;
+  }
+  if (listRequested) {
+    list();
+    return 0;
+  }
+
+  std::vector<std::string> backends;
+  if (backend == "all")
+    backends = BackendRegistry::instance().productionNames();
+  else
+    backends = {backend};
+  for (const std::string &b : backends)
+    if (!BackendRegistry::instance().find(b)) {
+      std::cerr << program << ": unknown backend '" << b
+                << "'; --list shows the registered backends\n";
+      return 2;
+    }
+  if (!against.empty() && !BackendRegistry::instance().find(against)) {
+    std::cerr << program << ": unknown backend '" << against << "'\n";
+    return 2;
+  }
+  // A parameter written BACKEND:KEY must name a backend under test.
+  for (const auto &[key, v] : parameters) {
+    size_t colon = key.rfind(':');
+    if (colon == std::string::npos)
+      continue;
+    std::string named = key.substr(0, colon);
+    if (std::find(backends.begin(), backends.end(), named) == backends.end()) {
+      std::cerr << program << ": --param " << key << "=" << v
+                << " is for backend '" << named
+                << "', which is not under test\n";
+      return 2;
+    }
+  }
+  std::map<std::string, std::vector<ParameterMap>> configurations;
+  for (const std::string &b : backends) {
+    auto sweep =
+        BackendRegistry::instance().configurationsToTest(b, parameters);
+    if (!sweep) {
+      std::cerr << program << ": --param: " << sweep.takeError().message()
+                << "\n";
+      return 2;
+    }
+    configurations[b] = std::move(*sweep);
+  }
+  if (!failuresDir.empty()) {
+    std::error_code error;
+    std::filesystem::create_directories(failuresDir, error);
+    if (error || !std::filesystem::is_directory(failuresDir)) {
+      std::cerr << program << ": --failures-dir " << failuresDir
+                << ": cannot create the directory"
+                << (error ? " (" + error.message() + ")" : std::string())
+                << "\n";
+      return 2;
+    }
+  }
+
+  RunSummary summary;
+  summary.seed = uint64_t(seed);
+  summary.cases = int(cases);
+  summary.timeBudget = cases ? 0 : timeBudget;
+  summary.maxSteps = int(maxSteps);
+  summary.against = against;
+  if (const char *total = std::getenv("GTEST_TOTAL_SHARDS")) {
+    long n = 0, index = 0;
+    const char *idx = std::getenv("GTEST_SHARD_INDEX");
+    if (!parseInt(total, n) || n < 1 || !idx || !parseInt(idx, index) ||
+        index < 0 || index >= n) {
+      std::cerr << program
+                << ": GTEST_TOTAL_SHARDS and GTEST_SHARD_INDEX "
+                   "must be a count and an index below it\n";
+      return 2;
+    }
+    summary.shardCount = int(n);
+    summary.shardIndex = int(index);
+    if (const char *status = std::getenv("GTEST_SHARD_STATUS_FILE"))
+      writeFile(program, status, "");
+  }
+
+  std::vector<const PropertyFamily *> families;
+  for (const PropertyFamily &f : propertyFamilies())
+    if (matches(filter, f.name))
+      families.push_back(&f);
+  if (families.empty()) {
+    std::cerr << program << ": no property matches '" << filter << "'\n";
+    return 2;
+  }
+
+  size_t total = families.size() * backends.size(), done = 0;
+  for (const std::string &b : backends) {
+    std::string partner = against == b ? "" : against;
+    auto started = std::chrono::steady_clock::now();
+    for (const PropertyFamily *f : families) {
+      PropertyOptions options;
+      options.backend = b;
+      options.against = partner;
+      options.seed = uint64_t(seed);
+      options.cases = int(cases);
+      options.timeBudget = timeBudget;
+      options.maxSteps = int(maxSteps);
+      options.shardIndex = summary.shardIndex;
+      options.shardCount = summary.shardCount;
+      options.failureDirectory = failuresDir;
+      options.parameters = BackendRegistry::parametersFor(b, parameters);
+      options.failFast = failFast;
+      options.replayProgram = settings.replayProgram + pluginOptions(*plugins);
+      std::vector<PropertyResult> rows =
+          runPropertyInConfigurations(*f, options, configurations.at(b));
+      ++done;
+      bool stop = false;
+      for (PropertyResult &r : rows) {
+        char head[32];
+        std::snprintf(head, sizeof head, "[%2zu/%zu] ", done, total);
+        std::cout << head << f->name << " on " << b << " [" << r.configuration
+                  << "]" << (partner.empty() ? "" : " against " + partner)
+                  << ": " << r.statusText() << ", " << r.cases << " cases, "
+                  << r.steps << " steps, " << int(r.seconds * 1000) << " ms";
+        if (r.status == PropertyResult::Status::Skipped ||
+            r.status == PropertyResult::Status::Incomplete)
+          std::cout << " (" << r.reason << ")";
+        std::cout << std::endl;
+        if (r.status == PropertyResult::Status::Failed) {
+          std::cout << r.reason << (r.reason.back() == '\n' ? "" : "\n");
+          if (!r.minimalScenario.empty())
+            std::cout << "  minimal scenario (" << r.minimalLength
+                      << " steps after " << r.shrinksAccepted << " of "
+                      << r.shrinksTried << " shrinks), seed " << seed
+                      << ", configuration " << r.configuration << ":\n"
+                      << r.minimalScenario << "  replay: " << r.replayCommand
+                      << "\n";
+          std::cout << std::flush;
+        }
+        stop = stop || (failFast && r.status == PropertyResult::Status::Failed);
+        summary.results.push_back(std::move(r));
+      }
+      if (stop)
+        break;
+    }
+    summary.secondsPerBackend[b] =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                      started)
+            .count();
+    if (failFast && !summary.passed())
+      break;
+  }
+
+  // The input space a verdict covers: every key class must be reached by a
+  // run of every property (a filtered run covers a part of it by design).
+  bool covered = true;
+  for (const std::string &b : backends) {
+    Census census;
+    for (const PropertyResult &r : summary.results)
+      if (r.backend == b)
+        census.merge(r.census);
+    if (printCensus)
+      std::cout << "\ncensus of " << b << ":\n" << census.toString();
+    if (!filter.empty() || summary.shardCount > 1 ||
+        (failFast && !summary.passed()))
+      continue;
+    for (const std::string &missing :
+         census.missingKeyClasses(makeInputSpace())) {
+      std::cout << "census of " << b << ": key class never reached: " << missing
+                << "\n";
+      covered = false;
+    }
+  }
+
+  std::cout << "\n" << summaryTable(summary);
+  for (const auto &[b, s] : summary.secondsPerBackend)
+    std::printf("wall time on %s: %.1f s\n", b.c_str(), s);
+  bool passed = summary.passed() && covered;
+  std::cout << (passed ? "PASSED" : "FAILED") << skippedNote(summary)
+            << std::endl;
+  bool written = true;
+  if (!junit.empty())
+    written &= writeFile(program, junit, junitReport(summary));
+  if (!report.empty()) {
+    written &= writeFile(program, report, markdownReport(summary));
+    written &= writeFile(program, report + ".json", jsonReport(summary));
+  }
+  return passed && written ? 0 : 1;
+}
+
+} // namespace
+
+int conformanceProgram(int argc, char **argv, ProgramSettings settings) {
+  if (settings.name.empty())
+    settings.name = "drt-conformance";
+  // Every expected failure is a value; anything thrown is a defect in the
+  // suite or in the backend, and is reported instead of aborting.
+  try {
+    return run(argc, argv, settings);
+  } catch (const std::exception &e) {
+    std::cerr << settings.name
+              << ": stopped by an unexpected exception: " << e.what() << "\n";
+  } catch (...) {
+    std::cerr << settings.name << ": stopped by an unexpected exception\n";
+  }
+  return 3;
+}
+
+} // namespace drt::conformance
