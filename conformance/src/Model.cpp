@@ -100,6 +100,9 @@ bool isResident(const ModelRecord &r) {
 }
 
 bool validDims(const std::vector<size_t> &dims, ElemKind kind) {
+  // A type needs at least one dimension (semantics.md §1).
+  if (dims.empty())
+    return false;
   size_t n = elemSize(kind);
   for (size_t d : dims) {
     if (d == 0 || __builtin_mul_overflow(n, d, &n))
