@@ -40,6 +40,18 @@ struct Difference {
   std::string what, expected, observed;
 };
 
+/// True when \p a and \p b are the same text. The names of a scenario are a
+/// few characters long, and a sweep compares one per tensor: a loop here
+/// costs less than the call of memcmp that std::string's == makes.
+bool sameText(std::string_view a, std::string_view b) {
+  if (a.size() != b.size())
+    return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i] != b[i])
+      return false;
+  return true;
+}
+
 /// Records at most this large have their host contents compared after every
 /// step; larger ones when the step names them and once after the last step,
 /// so that a step costs O(live objects + bytes it touches).
@@ -99,8 +111,17 @@ contentsDifference(const std::string &name, const ModelTensor &t,
   const auto *host = reinterpret_cast<const uint8_t *>(hostSpan.data());
   const uint8_t *model = r.data.data() + t.offsetBytes;
   size_t size = elemSize(t.kind);
-  for (const auto &[from, to] :
-       r.known.within(t.offsetBytes, t.offsetBytes + t.bytes())) {
+  // The known ranges clipped to the tensor, read in place: a small tensor is
+  // compared after every step, and a copy of its ranges would cost more than
+  // its bytes.
+  size_t begin = t.offsetBytes, end = t.offsetBytes + t.bytes();
+  for (const auto &[knownFrom, knownTo] : r.known.ranges()) {
+    if (knownTo <= begin)
+      continue;
+    if (knownFrom >= end)
+      break;
+    size_t from = std::max(knownFrom, begin) - begin;
+    size_t to = std::min(knownTo, end) - begin;
     size_t i = from;
     while (i < to) {
       if (std::memcmp(host + i, model + i, to - i) == 0)
@@ -402,7 +423,6 @@ public:
         return "cannot create device '" + spec.name + "' of backend '" +
                backend_ + "': " + device.takeError().toString();
       DeviceManager *raw = device->get();
-      deviceNames_[raw] = spec.name;
       physicalBaseline_[spec.name] = raw->physicalMemoryInUse();
       anyAsynchronous_ =
           anyAsynchronous_ || raw->capabilities().asynchronousCompletion;
@@ -576,7 +596,7 @@ public:
     if (seen)
       *seen = snap;
     if (snap.busy || snap.state != r->state ||
-        deviceName(snap.manager) != r->device)
+        !sameText(deviceName(snap.manager), r->device))
       return Difference{"residency of tensor '" + name + "'",
                         describeState(false, r->state, r->device),
                         describeBackend(t)};
@@ -604,7 +624,7 @@ public:
          ++expected, ++observed) {
       // Equal names, the common case, take one comparison.
       if (expected != model.tensors().end() && observed != tensors_.end() &&
-          expected->first == observed->first) {
+          sameText(expected->first, observed->first)) {
         pairs_.push_back({&expected->first, &expected->second,
                           observed->second.get(), std::nullopt});
         continue;
@@ -862,12 +882,16 @@ private:
 
   Tensor &tensor(const std::string &name) { return *tensors_.at(name); }
 
+  /// The scenario's name of \p manager: a scenario has a few devices, so a
+  /// scan of them costs less than a lookup in a map.
   const std::string &deviceName(const DeviceManager *manager) const {
     static const std::string none, unknown = "an unknown device";
     if (!manager)
       return none;
-    auto it = deviceNames_.find(manager);
-    return it == deviceNames_.end() ? unknown : it->second;
+    for (size_t i = 0; i < devices_.size(); ++i)
+      if (devices_[i] == manager)
+        return scenario_.devices[i].name;
+    return unknown;
   }
 
   /// A non-empty tensor's residency as the backend shows it.
@@ -1044,10 +1068,11 @@ private:
   /// The devices of scenario_.devices, in its order, once set up.
   std::vector<DeviceManager *> devices_;
   bool anyAsynchronous_ = false;
-  std::map<const DeviceManager *, std::string> deviceNames_;
   std::map<std::string, uint64_t> physicalBaseline_;
   std::map<std::string, std::unique_ptr<Tensor>> tensors_;
-  std::map<std::string, DeviceLocation> locations_;
+  /// Raw locations by name, hashed: a sweep looks up the location of every
+  /// resident record that took one over.
+  std::unordered_map<std::string, DeviceLocation> locations_;
   std::map<std::string, std::unique_ptr<ExecutionContext>> contexts_;
   std::map<std::string, std::string> networkDevice_;
   std::shared_ptr<std::atomic<int>> extraCalls_ =

@@ -6,7 +6,8 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
-#include <set>
+#include <unordered_map>
+#include <unordered_set>
 
 namespace drt::conformance {
 
@@ -379,8 +380,10 @@ std::string sizeProblem(const Command &create) {
 } // namespace
 
 std::string validateScenario(const Scenario &scenario) {
-  std::set<std::string> devices, tensors, networks;
-  std::map<std::string, std::string> locations;
+  // Hashed: a replayed scenario is validated before every run, and the
+  // names it declares only need to be found, never listed in order.
+  std::unordered_set<std::string> devices, tensors, networks;
+  std::unordered_map<std::string, std::string> locations;
   for (const DeviceSpec &d : scenario.devices)
     if (!devices.insert(d.name).second)
       return "device '" + d.name + "' is declared twice";

@@ -6,6 +6,7 @@
 #include "drt/Violation.h"
 
 #include "TensorStorage.h"
+#include "ViolationReport.h"
 
 #include <cstring>
 #include <limits>
@@ -134,9 +135,9 @@ Tensor::~Tensor() = default;
 
 void Tensor::requireNonEmpty(const char *operation) const {
   if (isEmpty())
-    reportViolation(ViolationKind::UseOfMovedFrom,
-                    std::string(operation) +
-                        " on an empty (moved-from) tensor '" + name_ + "'");
+    reportViolationOf(
+        ViolationKind::UseOfMovedFrom,
+        {operation, " on an empty (moved-from) tensor '", name_, "'"});
 }
 
 std::string Tensor::describe() const {

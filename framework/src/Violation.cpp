@@ -1,6 +1,8 @@
 //===- Violation.cpp - The violation handler ------------------------------===//
 #include "drt/Violation.h"
 
+#include "ViolationReport.h"
+
 #include <array>
 #include <atomic>
 #include <cstdio>
@@ -10,6 +12,23 @@ namespace drt {
 
 namespace {
 std::atomic<ViolationHandler> currentHandler{nullptr};
+
+/// The violation being reported on this thread. It lives outside the
+/// reporting functions' frames, so that a throwing handler unwinds through
+/// no cleanup there (each one stops the unwinding and resumes it, at about
+/// the cost of the throw itself); a handler is handed this object and must
+/// not return, so one per thread is enough.
+thread_local ContractViolation reported{ViolationKind::UseOfMovedFrom, {}};
+
+/// Hands reported to the installed handler, or aborts. Inlined into its
+/// callers: a frame less to unwind through.
+[[noreturn, gnu::always_inline]] inline void handleReported() {
+  ViolationHandler handler = currentHandler.load();
+  if (handler)
+    handler(reported);
+  // A handler that returns cannot be honoured: the caller cannot go on.
+  abortingViolationHandler(reported);
+}
 } // namespace
 
 std::string_view violationKindName(ViolationKind kind) {
@@ -56,12 +75,18 @@ void throwingViolationHandler(const ContractViolation &violation) {
 }
 
 void reportViolation(ViolationKind kind, std::string message) {
-  ContractViolation violation{kind, std::move(message)};
-  ViolationHandler handler = currentHandler.load();
-  if (handler)
-    handler(violation);
-  // A handler that returns cannot be honoured: the caller cannot go on.
-  abortingViolationHandler(violation);
+  reported.kind = kind;
+  reported.message = std::move(message);
+  handleReported();
+}
+
+void reportViolationOf(ViolationKind kind,
+                       std::initializer_list<std::string_view> parts) {
+  reported.kind = kind;
+  reported.message.clear();
+  for (std::string_view part : parts)
+    reported.message += part;
+  handleReported();
 }
 
 } // namespace drt
