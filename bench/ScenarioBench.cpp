@@ -52,6 +52,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -169,6 +170,17 @@ void limitToSmallTensors(GeneratorProfile &profile) {
 #endif
 }
 
+/// \p family's generator profile. Older revisions built it for a backend
+/// and a seed (the configuration was part of the profile); newer ones build
+/// it alone and apply configurations to the scenarios.
+template <typename Family>
+GeneratorProfile profileOf(const Family &family, const std::string &backend) {
+  if constexpr (std::is_invocable_v<decltype(family.profile)>)
+    return family.profile();
+  else
+    return family.profile(backend, 1);
+}
+
 /// The generator setup of \p backend for \p family, or nothing and the
 /// reason in \p why.
 std::optional<GeneratorSetup>
@@ -188,7 +200,7 @@ generatorSetup(const std::string &backend, std::string &why,
             skip;
       return std::nullopt;
     }
-    return GeneratorSetup{family.profile(), info->capabilities};
+    return GeneratorSetup{profileOf(family, backend), info->capabilities};
   }
   why = "no property family named '" + familyName + "'";
   return std::nullopt;
