@@ -11,6 +11,8 @@
 //===----------------------------------------------------------------------===//
 #include "ElementArithmetic.h"
 
+#include <algorithm>
+
 #include <bit>
 #include <cstring>
 
@@ -194,7 +196,7 @@ void computeNode(const NetworkNode &node, ElemKind kind,
                  size_t elements) {
   size_t size = elemSize(kind);
   out.data.assign(elements * size, 0);
-  out.known.assign(elements * size, false);
+  out.known.assign(elements * size, 0);
   for (size_t i = 0; i < elements; ++i) {
     bool known = true;
     for (const Values *v : in)
@@ -205,8 +207,7 @@ void computeNode(const NetworkNode &node, ElemKind kind,
     computeElement(node.op, kind, node.factor, in[0]->data.data() + i * size,
                    in.size() > 1 ? in[1]->data.data() + i * size : nullptr,
                    out.data.data() + i * size);
-    for (size_t b = 0; b < size; ++b)
-      out.known[i * size + b] = true;
+    std::fill_n(out.known.begin() + ptrdiff_t(i * size), size, uint8_t(1));
   }
 }
 

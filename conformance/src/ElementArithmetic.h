@@ -22,10 +22,11 @@
 namespace drt::conformance {
 
 /// One placeholder's values during a modelled run: its bytes, and per byte
-/// whether the model knows it.
+/// whether the model knows it (1) or not (0); bytes rather than bits, which
+/// cost a shift and a mask per access in the element loops.
 struct Values {
   std::vector<uint8_t> data;
-  std::vector<bool> known;
+  std::vector<uint8_t> known;
 };
 
 /// Computes \p node over \p elements elements of \p kind into \p out (resized

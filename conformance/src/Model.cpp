@@ -41,9 +41,9 @@ void KnownBytes::mark(size_t begin, size_t end) {
   if (begin >= end)
     return;
   // Merge every range that overlaps or touches [begin, end).
-  auto first = std::lower_bound(
-      ranges_.begin(), ranges_.end(), begin,
-      [](const Range &r, size_t at) { return r.second < at; });
+  auto first =
+      std::lower_bound(ranges_.begin(), ranges_.end(), begin,
+                       [](const Range &r, size_t at) { return r.second < at; });
   auto last = first;
   while (last != ranges_.end() && last->first <= end) {
     begin = std::min(begin, last->first);
@@ -122,7 +122,9 @@ Model::Model(std::vector<DeviceSpec> devices, Capabilities capabilities,
              bool trackContents)
     : Model(
           std::move(devices),
-          [&](const DeviceSpec &) { return DeviceTraits{capabilities, 0}; },
+          [&](const DeviceSpec &) {
+            return DeviceTraits{capabilities, 0};
+          },
           trackContents) {}
 
 Model::Model(std::vector<DeviceSpec> devices,
@@ -560,10 +562,10 @@ Outcome Model::run(const Command &c, Step &step) {
       Values v;
       v.data.assign(r.data.begin() + t.offsetBytes,
                     r.data.begin() + t.offsetBytes + t.bytes());
-      v.known.assign(t.bytes(), false);
+      v.known.assign(t.bytes(), 0);
       for (const auto &[from, to] :
            r.known.within(t.offsetBytes, t.offsetBytes + t.bytes()))
-        std::fill(v.known.begin() + from, v.known.begin() + to, true);
+        std::fill(v.known.begin() + from, v.known.begin() + to, uint8_t(1));
       values[placeholders[i].name] = std::move(v);
     }
     for (const NetworkNode &n : add.nodes) {

@@ -283,12 +283,11 @@ TEST(ElementArithmetic, IntegersWrapModuloTheirWidth) {
 
 TEST(ElementArithmetic, AnUnknownInputByteMakesItsOutputElementUnknown) {
   NetworkNode add{OpKind::Add, {"a", "b"}, "o", 1.0};
-  Values a{{1, 0, 2, 0, 3, 0}, {true, true, true, false, true, true}};
-  Values b{{1, 0, 1, 0, 1, 0}, std::vector<bool>(6, true)};
+  Values a{{1, 0, 2, 0, 3, 0}, {1, 1, 1, 0, 1, 1}};
+  Values b{{1, 0, 1, 0, 1, 0}, std::vector<uint8_t>(6, 1)};
   Values out;
   computeNode(add, ElemKind::Float16, {&a, &b}, out, 3);
-  EXPECT_EQ(out.known,
-            (std::vector<bool>{true, true, false, false, true, true}));
+  EXPECT_EQ(out.known, (std::vector<uint8_t>{1, 1, 0, 0, 1, 1}));
   EXPECT_EQ(out.data[2], 0) << "unknown elements are zero bytes";
   EXPECT_EQ(out.data.size(), 6u);
 }
