@@ -5,6 +5,7 @@
 // property passes. See docs/conformance.md.
 //
 //===----------------------------------------------------------------------===//
+#include "ProgramSupport.h"
 #include "drt/BackendRegistry.h"
 #include "drt/conformance/Configuration.h"
 #include "drt/conformance/Plugins.h"
@@ -436,17 +437,8 @@ int run(int argc, char **argv, const ProgramSettings &settings) {
 int conformanceProgram(int argc, char **argv, ProgramSettings settings) {
   if (settings.name.empty())
     settings.name = "drt-conformance";
-  // Every expected failure is a value; anything thrown is a defect in the
-  // suite or in the backend, and is reported instead of aborting.
-  try {
-    return run(argc, argv, settings);
-  } catch (const std::exception &e) {
-    std::cerr << settings.name
-              << ": stopped by an unexpected exception: " << e.what() << "\n";
-  } catch (...) {
-    std::cerr << settings.name << ": stopped by an unexpected exception\n";
-  }
-  return 3;
+  return runReportingExceptions(settings.name,
+                                [&] { return run(argc, argv, settings); });
 }
 
 } // namespace drt::conformance

@@ -6,6 +6,7 @@
 // every step with its observations.
 //
 //===----------------------------------------------------------------------===//
+#include "ProgramSupport.h"
 #include "drt/BackendRegistry.h"
 #include "drt/conformance/Configuration.h"
 #include "drt/conformance/Plugins.h"
@@ -219,17 +220,8 @@ int run(int argc, char **argv, const ProgramSettings &settings) {
 int replayProgram(int argc, char **argv, ProgramSettings settings) {
   if (settings.name.empty())
     settings.name = "drt-replay";
-  // Every expected failure is a value; anything thrown is a defect in the
-  // suite or in the backend, and is reported instead of aborting.
-  try {
-    return run(argc, argv, settings);
-  } catch (const std::exception &e) {
-    std::cerr << settings.name
-              << ": stopped by an unexpected exception: " << e.what() << "\n";
-  } catch (...) {
-    std::cerr << settings.name << ": stopped by an unexpected exception\n";
-  }
-  return 3;
+  return runReportingExceptions(settings.name,
+                                [&] { return run(argc, argv, settings); });
 }
 
 } // namespace drt::conformance
