@@ -10,12 +10,24 @@
 #include "drt/SyncTransfer.h"
 #include "drt/Violation.h"
 
+#include "HandOff.h"
 #include "TensorStorage.h"
 
 #include <algorithm>
 #include <set>
 
 namespace drt {
+
+namespace {
+thread_local unsigned handOffsOnThisThread = 0;
+} // namespace
+
+void noteHandOffTo(const DeviceManager &device) {
+  if (device.capabilities().asynchronousCompletion)
+    ++handOffsOnThisThread;
+}
+
+unsigned asynchronousHandOffs() { return handOffsOnThisThread; }
 
 struct DeviceManager::PendingOperation {
   std::string what;
@@ -285,6 +297,7 @@ void DeviceManager::moveHere(std::shared_ptr<TensorStorage> storage,
     }
     lock.unlock();
     std::shared_ptr<TensorStorage> forFetch = storage;
+    noteHandOffTo(*other);
     other->fetchToHost(std::move(forFetch), old, /*release=*/true,
                        [this, storage = std::move(storage), location,
                         done = std::move(done)](Error e) mutable {

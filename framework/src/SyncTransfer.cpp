@@ -2,6 +2,8 @@
 //---------------===//
 #include "drt/SyncTransfer.h"
 
+#include "HandOff.h"
+
 #include <chrono>
 #include <future>
 
@@ -17,7 +19,11 @@ Error waitForCompletionOn(
     const std::function<void(CompletionCallback)> &start) {
   auto promise = std::make_shared<std::promise<Error>>();
   std::future<Error> result = promise->get_future();
+  unsigned handOffs = asynchronousHandOffs();
   start([promise](Error e) { promise->set_value(std::move(e)); });
+  // Work handed to an asynchronous device on the way (a move of the record
+  // from there) completes later, whatever the devices named here declare.
+  bool handedOff = asynchronousHandOffs() != handOffs;
   const DeviceManager *first = nullptr;
   bool synchronous = true;
   for (const DeviceManager *d : devices) {
@@ -26,7 +32,7 @@ Error waitForCompletionOn(
     first = first ? first : d;
     synchronous = synchronous && !d->capabilities().asynchronousCompletion;
   }
-  if (first && synchronous &&
+  if (first && synchronous && !handedOff &&
       result.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
     return makeError(ErrorCode::DeviceError,
                      "device '" + first->name() + "' returned from " + what +

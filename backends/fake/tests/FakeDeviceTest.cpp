@@ -206,6 +206,31 @@ TEST(FakeDevice, AsyncCompletionArrivesOnAnotherThreadAfterTheCall) {
   EXPECT_EQ(t.residencySnapshot().state, ResidencyState::Device);
 }
 
+TEST(FakeDevice, ASyncTransferWaitsForAMoveFromAnAsynchronousDevice) {
+  // The record has a transfer to an asynchronous device in flight when the
+  // blocking helper moves it to a synchronous one: the framework waits for
+  // that transfer, then moves the record from the asynchronous device, which
+  // completes after the call returns. The helper must wait for it, not
+  // report the synchronous device for returning early.
+  auto async = makeFake({{"async", "1"}, {"seed", "5"}});
+  auto sync = makeFake({});
+  for (int i = 0; i < 50; ++i) {
+    Tensor t(ElemKind::Float32, {4}, "t");
+    std::atomic<bool> first{false};
+    async->transferToDevice(t, std::nullopt, [&](Error e) {
+      EXPECT_FALSE(e) << e.toString();
+      first = true;
+    });
+    Error e = transferToDeviceSync(*sync, t);
+    ASSERT_FALSE(e) << "round " << i << ": " << e.toString();
+    EXPECT_TRUE(first);
+    ResidencySnapshot s = t.residencySnapshot();
+    EXPECT_EQ(s.state, ResidencyState::Device);
+    EXPECT_EQ(s.manager, sync.get());
+    ASSERT_FALSE(transferFromDeviceSync(*sync, t, /*release=*/true));
+  }
+}
+
 TEST(FakeDevice, ShutdownFromACompletionOnTheWorkerDoesNotDeadlock) {
   auto d = makeFake({{"async", "1"}});
   Tensor t(ElemKind::Float32, {4}, "t");

@@ -16,10 +16,11 @@ namespace drt {
 Error waitForCompletion(const std::function<void(CompletionCallback)> &start);
 
 /// As waitForCompletion, for work that involves only \p devices (null
-/// entries are ignored). When none of them declares asynchronous completion,
-/// work that has not called back by the time \p start returns never will:
-/// DeviceError naming the first device and \p what is returned instead of
-/// blocking for ever.
+/// entries are ignored). When none of them declares asynchronous completion
+/// and the framework hands no part of the work to a device that does (as it
+/// does when it moves a record resident there), work that has not called
+/// back by the time \p start returns never will: DeviceError naming the
+/// first device and \p what is returned instead of blocking for ever.
 Error waitForCompletionOn(std::initializer_list<const DeviceManager *> devices,
                           const std::string &what,
                           const std::function<void(CompletionCallback)> &start);
