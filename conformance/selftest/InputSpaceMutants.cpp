@@ -35,16 +35,6 @@ using fake::FakeDevice;
 constexpr uint64_t KiB = 1024;
 constexpr uint64_t MiB = 1024 * KiB;
 
-template <typename T> T load(const uint8_t *p) {
-  T v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
-template <typename T> void store(uint8_t *p, T v) {
-  std::memcpy(p, &v, sizeof v);
-}
-
 //===----------------------------------------------------------------------===//
 // Support: mutants that act on the device on their own behalf.
 //===----------------------------------------------------------------------===//

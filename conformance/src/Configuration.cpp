@@ -38,6 +38,15 @@ Scenario configureScenario(const Scenario &scenario, const std::string &backend,
   return out;
 }
 
+DeviceConfig deviceConfigOf(const DeviceSpec &spec) {
+  DeviceConfig config;
+  config.name = spec.name;
+  config.memoryBudget = spec.budget;
+  config.copyDeviceTensorsToHost = spec.copyToHost;
+  config.parameters = spec.parameters;
+  return config;
+}
+
 DeviceTraits probedDeviceTraits(const std::string &backend,
                                 const DeviceSpec &spec) {
   static std::mutex mutex;
@@ -48,11 +57,7 @@ DeviceTraits probedDeviceTraits(const std::string &backend,
   std::lock_guard<std::mutex> lock(mutex);
   if (auto it = known.find(key); it != known.end())
     return it->second;
-  DeviceConfig config;
-  config.name = spec.name;
-  config.memoryBudget = spec.budget;
-  config.copyDeviceTensorsToHost = spec.copyToHost;
-  config.parameters = spec.parameters;
+  DeviceConfig config = deviceConfigOf(spec);
   DeviceTraits traits;
   auto device = BackendRegistry::instance().create(backend, config);
   if (device) {

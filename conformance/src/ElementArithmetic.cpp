@@ -88,16 +88,6 @@ uint16_t floatToBFloat16(float value) {
 
 namespace {
 
-template <typename T> T load(const uint8_t *p) {
-  T v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
-template <typename T> void store(uint8_t *p, T v) {
-  std::memcpy(p, &v, sizeof v);
-}
-
 /// An integer kind computed as the unsigned type U: wrap-around arithmetic,
 /// relu on the signed reading S.
 template <typename U, typename S>

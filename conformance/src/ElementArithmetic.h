@@ -17,9 +17,22 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 namespace drt::conformance {
+
+/// The element of type T at \p p, which need not be aligned.
+template <typename T> T load(const uint8_t *p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+/// Writes \p v at \p p, which need not be aligned.
+template <typename T> void store(uint8_t *p, T v) {
+  std::memcpy(p, &v, sizeof v);
+}
 
 /// One placeholder's values during a modelled run: its bytes, and per byte
 /// whether the model knows it (1) or not (0); bytes rather than bits, which

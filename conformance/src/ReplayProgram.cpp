@@ -83,15 +83,9 @@ std::string writtenForOtherCapabilities(const Scenario &scenario,
 /// True when backend \p backend creates every device \p scenario declares:
 /// a scenario whose setup fails is reported as such, never skipped.
 bool devicesCanBeCreated(const Scenario &scenario, const std::string &backend) {
-  for (const DeviceSpec &d : scenario.devices) {
-    DeviceConfig config;
-    config.name = d.name;
-    config.memoryBudget = d.budget;
-    config.copyDeviceTensorsToHost = d.copyToHost;
-    config.parameters = d.parameters;
-    if (!BackendRegistry::instance().create(backend, config))
+  for (const DeviceSpec &d : scenario.devices)
+    if (!BackendRegistry::instance().create(backend, deviceConfigOf(d)))
       return false;
-  }
   return true;
 }
 

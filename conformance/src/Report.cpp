@@ -93,7 +93,6 @@ std::string jsonString(const std::string &s) {
   return out + "\"";
 }
 
-
 std::string summaryTable(const RunSummary &summary) {
   // Each column is as wide as its longest entry (names of mutants and
   // configurations are long) plus two spaces.
@@ -141,10 +140,9 @@ std::string markdownReport(const RunSummary &summary) {
   s += "Seed " + std::to_string(summary.seed) + ", " +
        (summary.cases ? std::to_string(summary.cases) + " cases per property"
                       : std::string(budget) + " s per property") +
-       ", at most " +
-       std::to_string(summary.maxSteps) + " steps per case, shard " +
-       std::to_string(summary.shardIndex + 1) + " of " +
-       std::to_string(summary.shardCount) +
+       ", at most " + std::to_string(summary.maxSteps) +
+       " steps per case, shard " + std::to_string(summary.shardIndex + 1) +
+       " of " + std::to_string(summary.shardCount) +
        (summary.against.empty() ? ""
                                 : ", differential against " + summary.against) +
        ". Result: " + (summary.passed() ? "**passed**" : "**FAILED**") +

@@ -413,12 +413,8 @@ public:
 
   std::string setup() {
     for (const DeviceSpec &spec : scenario_.devices) {
-      DeviceConfig config;
-      config.name = spec.name;
-      config.memoryBudget = spec.budget;
-      config.copyDeviceTensorsToHost = spec.copyToHost;
-      config.parameters = spec.parameters;
-      auto device = BackendRegistry::instance().create(backend_, config);
+      auto device =
+          BackendRegistry::instance().create(backend_, deviceConfigOf(spec));
       if (!device)
         return "cannot create device '" + spec.name + "' of backend '" +
                backend_ + "': " + device.takeError().toString();

@@ -204,8 +204,8 @@ TEST(FillPattern, ALongFillEqualsItsElementsOneByOne) {
         for (size_t at = 0; at < whole.size(); at += size) {
           fillPattern(kind, pattern, first + at / size, one);
           size_t n = std::min(size, whole.size() - at);
-          ASSERT_TRUE(std::equal(one.begin(), one.begin() + n,
-                                 whole.begin() + at))
+          ASSERT_TRUE(
+              std::equal(one.begin(), one.begin() + n, whole.begin() + at))
               << elemKindName(kind) << " pattern " << pattern << " from "
               << first << ": element " << at / size << " differs";
         }

@@ -12,6 +12,7 @@
 #define DRT_CONFORMANCE_CONFIGURATION_H
 
 #include "drt/BackendRegistry.h"
+#include "drt/DeviceConfig.h"
 #include "drt/conformance/Model.h"
 #include "drt/conformance/Scenario.h"
 
@@ -38,6 +39,10 @@ bool parseParameterOption(const std::string &text, std::string &key,
 /// other, and which wins over the scenario's own value for KEY.
 Scenario configureScenario(const Scenario &scenario, const std::string &backend,
                            const ParameterMap &parameters);
+
+/// The configuration a backend's manager is created with for device \p spec
+/// of a scenario: its name, budget, copy-to-host flag and parameters.
+DeviceConfig deviceConfigOf(const DeviceSpec &spec);
 
 /// What a device of backend \p backend created from \p spec declares and the
 /// budget it enforces (maximumMemory()), read from a device the registry
