@@ -10,7 +10,7 @@
 # A STATIC, OBJECT or SHARED library is linked (a static one whole, so its
 # registration is kept) into programs of its own: NAME-conformance,
 # NAME-replay and NAME-behaviour, whose failure reports name
-# NAME-replay. A MODULE library is a plugin: the package's drt-conformance,
+# NAME-replay; the first two hold the fake reference device too. A MODULE library is a plugin: the package's drt-conformance,
 # drt-replay and drt-behaviour load it with --plugin.
 #
 # NAME (default: TARGET) names the tests and programs, so that one target
@@ -116,10 +116,11 @@ int main(int argc, char **argv) {
       target_link_libraries(${name}-behaviour PRIVATE drt::behaviour_tests
                             ${backend})
     endif()
-    if(ARG_AGAINST STREQUAL "fake")
-      target_link_libraries(${name}-conformance PRIVATE drt::backend_fake)
-      target_link_libraries(${name}-replay PRIVATE drt::backend_fake)
-    endif()
+    # The fake reference device is part of the harness, as in the package's
+    # programs: the partner of AGAINST fake, and the device beside yours
+    # where a scenario declares one of its own (`device ref backend=fake`).
+    target_link_libraries(${name}-conformance PRIVATE drt::backend_fake)
+    target_link_libraries(${name}-replay PRIVATE drt::backend_fake)
     set(conformance $<TARGET_FILE:${name}-conformance>)
     set(replay $<TARGET_FILE:${name}-replay>)
   endif()

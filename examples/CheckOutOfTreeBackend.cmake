@@ -51,3 +51,18 @@ endforeach()
 if(NOT output MATCHES "host_heap_not_resident\\.conformance[^\n]* Passed")
   message(FATAL_ERROR "no passing suite without resident tensors:\n${output}")
 endif()
+
+# Without resident tensors, against the fake device: the family whose inputs
+# are resident on the reference device runs (cases and steps, not skipped).
+separate_arguments(options UNIX_COMMAND "${SUITE_OPTIONS}")
+run("the suite without resident tensors against fake"
+    ${WORK}/prefix/bin/drt-conformance
+    --plugin ${WORK}/build/libhost_heap_plugin.so --backend host-heap
+    --param resident=0 --against fake --filter resident-elsewhere
+    ${options})
+message(STATUS "${output}")
+if(NOT output MATCHES
+   "resident-elsewhere +host-heap +resident=0 +[1-9][0-9]* +[1-9][0-9]* +passed")
+  message(FATAL_ERROR "resident-elsewhere did not run without resident "
+                      "tensors against fake:\n${output}")
+endif()

@@ -34,7 +34,8 @@ Scenario configureScenario(const Scenario &scenario, const std::string &backend,
   Scenario out = scenario;
   for (DeviceSpec &d : out.devices)
     for (const auto &[key, value] : parameters)
-      d.parameters[backend + ":" + key] = value;
+      if (d.backend.empty())
+        d.parameters[backend + ":" + key] = value;
   return out;
 }
 
@@ -47,8 +48,9 @@ DeviceConfig deviceConfigOf(const DeviceSpec &spec) {
   return config;
 }
 
-DeviceTraits probedDeviceTraits(const std::string &backend,
+DeviceTraits probedDeviceTraits(const std::string &scenarioBackend,
                                 const DeviceSpec &spec) {
+  const std::string &backend = deviceBackend(spec, scenarioBackend);
   static std::mutex mutex;
   static std::map<std::string, DeviceTraits> known;
   std::string key = backend + "\n" + std::to_string(spec.budget) + "\n" +
@@ -74,20 +76,6 @@ DeviceTraits probedDeviceTraits(const std::string &backend,
   }
   known[key] = traits;
   return traits;
-}
-
-std::string outcomeChangingDifference(const Capabilities &a,
-                                      const Capabilities &b) {
-  std::string out;
-  auto differ = [&](bool x, bool y, const char *name) {
-    if (x != y)
-      out += (out.empty() ? "" : " ") + std::string(name);
-  };
-  differ(a.residentTensors, b.residentTensors, "resident-tensors");
-  differ(a.memoryBudget, b.memoryBudget, "memory-budget");
-  differ(a.faultInjection, b.faultInjection, "fault-injection");
-  differ(a.deviceLoss, b.deviceLoss, "device-loss");
-  return out;
 }
 
 } // namespace drt::conformance

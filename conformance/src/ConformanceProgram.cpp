@@ -43,7 +43,8 @@ const char *Usage =
     "configurations. --param KEY=VALUE (or BACKEND:KEY=VALUE for one backend)\n"
     "fixes a parameter of the backend under test on every device it creates;\n"
     "the others are still swept. The --against partner always runs in its\n"
-    "default configuration. --report FILE writes a Markdown summary to FILE\n"
+    "default configuration, held to its own capabilities. --report FILE writes "
+    "a Markdown summary to FILE\n"
     "and JSON to FILE.json. GTEST_TOTAL_SHARDS and GTEST_SHARD_INDEX split "
     "the\n"
     "cases of every property across shards. --fail-fast stops after the first\n"
@@ -149,8 +150,8 @@ std::string skippedNote(const RunSummary &summary) {
     return "";
   return ", but " + std::to_string(skipped) + " of " +
          std::to_string(summary.results.size()) +
-         " property runs were skipped (the backends' capabilities or the "
-         "partner rule them out; the table says why)";
+         " property runs were skipped (the backends' capabilities or "
+         "configurations rule them out; the table says why)";
 }
 
 bool writeFile(const std::string &program, const std::string &path,

@@ -1,5 +1,6 @@
 //===- Generators.cpp - Scenario generators -------------------------------===//
 #include "drt/conformance/Generators.h"
+#include "drt/conformance/Configuration.h"
 
 #include <algorithm>
 #include <array>
@@ -813,7 +814,18 @@ Scenario ScenarioGenerator::generate(ChoiceSource &rng, size_t steps) const {
   if (profile_.drawBudgets)
     for (DeviceSpec &d : s.devices)
       d.budget = drawBudget(rng, profile_.space);
-  Model model(s.devices, capabilities_, /*trackContents=*/false);
+  // A device that names its backend declares that backend's capabilities;
+  // the others, the ones the generator was made for.
+  Model model(
+      s.devices,
+      [&](const DeviceSpec &spec) {
+        return DeviceTraits{
+            spec.backend.empty()
+                ? capabilities_
+                : probedDeviceTraits(spec.backend, spec).capabilities,
+            0};
+      },
+      /*trackContents=*/false);
   Drawing drawing(profile_, rng, model);
   s.commands.reserve(steps);
   // A drawn kind can be impossible in the current state; a few redraws

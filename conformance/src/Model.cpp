@@ -337,6 +337,8 @@ Outcome Model::moveHere(int record, const std::string &name,
       return Outcome::ok();
     }
     step.labels.push_back("cross-device-move-from-" + stateLabel(r.state));
+    if (device(r.device).spec.backend != device(name).spec.backend)
+      step.labels.push_back("cross-device-move-across-backends");
     if (r.state == ResidencyState::Mirrored) {
       releaseRecord(r);
     } else if (Outcome o = fetchToHost(record, true, step);
@@ -498,6 +500,8 @@ Outcome Model::run(const Command &c, Step &step) {
     }
     if (r.state == ResidencyState::Device && r.device != dev) {
       step.labels.push_back("run-input-moved");
+      if (device(r.device).spec.backend != device(dev).spec.backend)
+        step.labels.push_back("run-input-moved-across-backends");
       failure = device(dev).traits.capabilities.residentTensors
                     ? moveHere(id, dev, "", step)
                     : fetchToHost(id, true, step);

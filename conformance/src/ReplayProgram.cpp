@@ -56,11 +56,11 @@ std::string registeredBackends() {
 /// written for such a backend says NotSupported there, and runs.
 std::string writtenForOtherCapabilities(const Scenario &scenario,
                                         const std::string &backend) {
-  std::map<std::string, Capabilities> devices;
+  std::map<std::string, std::pair<std::string, Capabilities>> devices;
   for (const DeviceSpec &d : scenario.devices)
-    if (auto caps =
-            BackendRegistry::instance().capabilitiesFor(backend, d.parameters))
-      devices[d.name] = *caps;
+    if (auto caps = BackendRegistry::instance().capabilitiesFor(
+            deviceBackend(d, backend), d.parameters))
+      devices[d.name] = {deviceBackend(d, backend), *caps};
   for (size_t i = 0; i < scenario.commands.size(); ++i) {
     const Command &c = scenario.commands[i];
     auto device = devices.find(c.device);
@@ -69,12 +69,13 @@ std::string writtenForOtherCapabilities(const Scenario &scenario,
       continue;
     std::string step = "step " + std::to_string(i + 1) + " (" +
                        std::string(commandKindName(c.kind)) + ") expects ";
-    if (c.kind == CommandKind::InjectFault && !device->second.faultInjection)
-      return step + "a planned fault, and backend '" + backend +
+    const auto &[deviceBackendName, caps] = device->second;
+    if (c.kind == CommandKind::InjectFault && !caps.faultInjection)
+      return step + "a planned fault, and backend '" + deviceBackendName +
              "' does not declare fault injection";
     if ((c.kind == CommandKind::ToDevice || c.kind == CommandKind::Alloc) &&
-        !device->second.residentTensors)
-      return step + "device memory, and backend '" + backend +
+        !caps.residentTensors)
+      return step + "device memory, and backend '" + deviceBackendName +
              "' does not declare resident tensors";
   }
   return "";

@@ -288,11 +288,6 @@ void addTensorsNamedBy(const Command &c, const Model &model,
 constexpr size_t SweepTensors = 64;
 constexpr size_t SweepPeriod = 64;
 
-Capabilities capabilitiesOf(const std::string &backend) {
-  const BackendInfo *info = BackendRegistry::instance().find(backend);
-  return info ? info->capabilities : Capabilities{};
-}
-
 void selfMoveAssign(Tensor &target, Tensor &source) {
   target = std::move(source);
 }
@@ -399,13 +394,6 @@ public:
 
   const std::string &backend() const { return backend_; }
 
-  /// What the created devices declare (the registry's entry before setup).
-  Capabilities capabilities() {
-    if (scenario_.devices.empty())
-      return capabilitiesOf(backend_);
-    return device(scenario_.devices.front().name).capabilities();
-  }
-
   /// True when any device may complete after a call returns (the devices of
   /// a scenario may differ: "device d1 async=1"). What a device declares is
   /// fixed when it is created, so setup() asks once.
@@ -413,11 +401,12 @@ public:
 
   std::string setup() {
     for (const DeviceSpec &spec : scenario_.devices) {
+      const std::string &backend = deviceBackend(spec, backend_);
       auto device =
-          BackendRegistry::instance().create(backend_, deviceConfigOf(spec));
+          BackendRegistry::instance().create(backend, deviceConfigOf(spec));
       if (!device)
         return "cannot create device '" + spec.name + "' of backend '" +
-               backend_ + "': " + device.takeError().toString();
+               backend + "': " + device.takeError().toString();
       DeviceManager *raw = device->get();
       physicalBaseline_[spec.name] = raw->physicalMemoryInUse();
       anyAsynchronous_ =
@@ -1182,106 +1171,153 @@ void runInto(const Scenario &scenario, const RunOptions &options,
       result.setupError = e;
       return;
     }
-  Model model(scenario.devices, [&](const DeviceSpec &spec) {
-    DeviceManager &d = sessions.front()->device(spec.name);
-    return DeviceTraits{d.capabilities(), d.maximumMemory()};
-  });
+  // Each backend is held to what its own devices declare: sessions whose
+  // devices declare the same traits share a model (a lane); a partner that
+  // declares other capabilities (no resident tensors on one side) gets a
+  // model of its own. The first lane is the backend under test's: the
+  // scenario's written expectations, coverage and transitions are its.
+  struct Lane {
+    Model model;
+    std::vector<Session *> sessions;
+    std::vector<DeviceTraits> traits;
+  };
+  std::vector<Lane> lanes;
+  for (auto &s : sessions) {
+    std::vector<DeviceTraits> traits;
+    for (const DeviceSpec &spec : scenario.devices) {
+      DeviceManager &d = s->device(spec.name);
+      traits.push_back(DeviceTraits{d.capabilities(), d.maximumMemory()});
+    }
+    auto same = std::find_if(lanes.begin(), lanes.end(),
+                             [&](const Lane &l) { return l.traits == traits; });
+    if (same != lanes.end()) {
+      same->sessions.push_back(s.get());
+      continue;
+    }
+    auto traitsOf = [&](const DeviceSpec &spec) {
+      for (size_t i = 0; i < scenario.devices.size(); ++i)
+        if (scenario.devices[i].name == spec.name)
+          return traits[i];
+      return DeviceTraits{};
+    };
+    lanes.push_back(Lane{Model(scenario.devices, traitsOf), {s.get()}, traits});
+  }
+  Model &model = lanes.front().model;
   auto diverge = [&](size_t step, const std::string &command,
                      const std::string &backend, const Difference &d) {
     result.divergence =
         Divergence{step, command, backend, d.what, d.expected, d.observed};
   };
 
-  // One step on the model and every session; false after a divergence.
-  // \p written: a command of the scenario (not the runner's read-back).
+  // One step on each lane's model and sessions; false after a divergence.
+  // \p written: a command of the scenario (not the runner's read-back);
+  // \p only: the one lane a read-back step is for, or all lanes when null.
   std::vector<std::pair<int, ResidencyState>> before;
   std::vector<std::string> named;
-  auto devicesDown = [&] {
+  auto devicesDown = [](const Model &m) {
     size_t n = 0;
-    for (const auto &[name, d] : model.devices())
+    for (const auto &[name, d] : m.devices())
       n += d.shutDown;
     return n;
   };
-  auto runStep = [&](const Command &c, size_t step, bool written) {
-    result.steps = step;
+  auto runStep = [&](const Command &c, size_t step, bool written,
+                     const Lane *only) {
+    result.steps = std::max(result.steps, step);
     auto text = [&] {
       return (written ? "" : "final read-back: ") + printCommand(c);
     };
-    // What the step may change: the records of the tensors it names, and
-    // every record when it shuts a device down (which a sweep then covers).
-    named.clear();
-    addTensorsNamedBy(c, model, named);
-    bool sweep =
-        model.tensors().size() <= SweepTensors || step % SweepPeriod == 0;
-    size_t down = devicesDown();
-    before.clear();
-    if (sweep || c.kind == CommandKind::Shutdown) {
-      for (const auto &[id, r] : model.records())
-        before.emplace_back(id, r.state);
-    } else {
-      for (const std::string &name : named)
-        if (const ModelTensor *t = model.tensor(name); t && !t->empty())
-          before.emplace_back(t->record, model.records().at(t->record).state);
-    }
-    ModelStep predicted = model.apply(c);
-    sweep = sweep || devicesDown() != down;
-    addTensorsNamedBy(c, model, named);
-    // The final read-back is the runner's, not the scenario's: it counts
-    // towards no coverage.
-    if (written) {
-      for (const std::string &label : predicted.labels)
-        ++labels[label];
-      for (const auto &[id, state] : before) {
-        auto it = model.records().find(id);
-        if (it != model.records().end() && it->second.state == state)
-          continue;
-        if (it == model.records().end() && state != ResidencyState::Device &&
-            state != ResidencyState::Mirrored)
-          continue;
-        ++transitions[{state, c.kind,
-                       it == model.records().end()
-                           ? std::nullopt
-                           : std::optional(it->second.state)}];
+    for (Lane &lane : lanes) {
+      if (only && only != &lane)
+        continue;
+      Model &m = lane.model;
+      bool first = &lane == &lanes.front();
+      // What the step may change: the records of the tensors it names, and
+      // every record when it shuts a device down (which a sweep then
+      // covers).
+      named.clear();
+      addTensorsNamedBy(c, m, named);
+      bool sweep =
+          m.tensors().size() <= SweepTensors || step % SweepPeriod == 0;
+      size_t down = devicesDown(m);
+      before.clear();
+      if (first && written) {
+        if (sweep || c.kind == CommandKind::Shutdown) {
+          for (const auto &[id, r] : m.records())
+            before.emplace_back(id, r.state);
+        } else {
+          for (const std::string &name : named)
+            if (const ModelTensor *t = m.tensor(name); t && !t->empty())
+              before.emplace_back(t->record, m.records().at(t->record).state);
+        }
       }
-    }
-    if (written && !(c.expect == predicted.outcome)) {
-      diverge(step, text(), "scenario",
-              {"the step's written expectation against the reference model",
-               "the model's " + predicted.outcome.toString(),
-               "the scenario's " + c.expect.toString()});
-      return false;
-    }
-    for (auto &session : sessions) {
-      Observation observed;
-      session->execute(c, model, observed);
-      if (options.trace)
-        options.trace((sessions.size() > 1 ? "[" + session->backend() + "] "
-                                           : std::string()) +
-                      traceLine(step, text(), observed, *session));
-      std::optional<Difference> d = compareOutcome(predicted, observed);
-      if (!d)
-        d = session->compareState(model, named, sweep, false);
-      if (!d)
-        d = session->backendChecks(model, c, named, sweep);
-      if (d) {
-        diverge(step, text(), session->backend(), *d);
-        return false;
+      ModelStep predicted = m.apply(c);
+      sweep = sweep || devicesDown(m) != down;
+      addTensorsNamedBy(c, m, named);
+      // The final read-back is the runner's, not the scenario's: it counts
+      // towards no coverage.
+      if (first && written) {
+        for (const std::string &label : predicted.labels)
+          ++labels[label];
+        for (const auto &[id, state] : before) {
+          auto it = m.records().find(id);
+          if (it != m.records().end() && it->second.state == state)
+            continue;
+          if (it == m.records().end() && state != ResidencyState::Device &&
+              state != ResidencyState::Mirrored)
+            continue;
+          ++transitions[{state, c.kind,
+                         it == m.records().end()
+                             ? std::nullopt
+                             : std::optional(it->second.state)}];
+        }
+        if (!(c.expect == predicted.outcome)) {
+          diverge(step, text(), "scenario",
+                  {"the step's written expectation against the reference "
+                   "model",
+                   "the model's " + predicted.outcome.toString(),
+                   "the scenario's " + c.expect.toString()});
+          return false;
+        }
+      }
+      for (Session *session : lane.sessions) {
+        Observation observed;
+        session->execute(c, m, observed);
+        if (options.trace)
+          options.trace((sessions.size() > 1 ? "[" + session->backend() + "] "
+                                             : std::string()) +
+                        traceLine(step, text(), observed, *session));
+        std::optional<Difference> d = compareOutcome(predicted, observed);
+        if (!d)
+          d = session->compareState(m, named, sweep, false);
+        if (!d)
+          d = session->backendChecks(m, c, named, sweep);
+        if (d) {
+          diverge(step, text(), session->backend(), *d);
+          return false;
+        }
       }
     }
     return true;
   };
 
   for (size_t i = 0; i < scenario.commands.size(); ++i)
-    if (!runStep(scenario.commands[i], i + 1, true))
+    if (!runStep(scenario.commands[i], i + 1, true, nullptr))
       return;
 
   // Final read-back: every record still on a device is brought back (kept
   // there too), so results computed on the device are compared with the
-  // model even when the scenario never reads them.
+  // model even when the scenario never reads them. Lanes may hold different
+  // records on their devices: each reads back its own.
   size_t step = scenario.commands.size();
-  for (const Command &c : finalReadBack(model))
-    if (!runStep(c, ++step, false))
-      return;
+  size_t lastStep = step;
+  for (const Lane &lane : lanes) {
+    size_t laneStep = step;
+    for (const Command &c : finalReadBack(lane.model))
+      if (!runStep(c, ++laneStep, false, &lane))
+        return;
+    lastStep = std::max(lastStep, laneStep);
+  }
+  step = lastStep;
 
   for (const auto &[name, d] : model.devices()) {
     result.allocations[name] = d.allocations;
@@ -1291,31 +1327,33 @@ void runInto(const Scenario &scenario, const RunOptions &options,
 
   // Every readable tensor's contents, large ones included.
   ++step;
-  for (auto &s : sessions)
-    if (auto d = s->compareState(model, {}, true, true)) {
-      diverge(step, "final check (host contents of every readable tensor)",
-              s->backend(), *d);
-      return;
-    }
+  for (const Lane &lane : lanes)
+    for (Session *s : lane.sessions)
+      if (auto d = s->compareState(lane.model, {}, true, true)) {
+        diverge(step, "final check (host contents of every readable tensor)",
+                s->backend(), *d);
+        return;
+      }
 
   // Teardown: every tensor goes, memory returns to the baseline.
   ++step;
-  for (auto &s : sessions)
-    s->teardown(model);
-  model.teardown();
-  for (auto &s : sessions) {
-    std::optional<Difference> d = s->compareState(model, {}, true, true);
-    if (!d)
-      d = s->backendChecks(model, Command{}, {}, true);
-    if (!d)
-      d = s->physicalChecks();
-    if (d) {
-      diverge(step, "teardown (destroy every tensor, free every location)",
-              s->backend(), *d);
-      return;
+  for (Lane &lane : lanes) {
+    for (Session *s : lane.sessions)
+      s->teardown(lane.model);
+    lane.model.teardown();
+    for (Session *s : lane.sessions) {
+      std::optional<Difference> d = s->compareState(lane.model, {}, true, true);
+      if (!d)
+        d = s->backendChecks(lane.model, Command{}, {}, true);
+      if (!d)
+        d = s->physicalChecks();
+      if (d) {
+        diverge(step, "teardown (destroy every tensor, free every location)",
+                s->backend(), *d);
+        return;
+      }
     }
   }
-  return;
 }
 
 } // namespace

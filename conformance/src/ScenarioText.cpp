@@ -310,11 +310,13 @@ DeviceSpec parseDevice(LineParser &p) {
     }
     size_t eq = s.find('=');
     if (eq == std::string_view::npos || eq == 0 || eq + 1 == s.size())
-      throw LineError{t.column, "expected budget=BYTES, copy-to-host or "
-                                "KEY=VALUE, found " +
+      throw LineError{t.column, "expected budget=BYTES, backend=NAME, "
+                                "copy-to-host or KEY=VALUE, found " +
                                     quoted(s)};
     std::string key(s.substr(0, eq)), value(s.substr(eq + 1));
-    if (key == "budget") {
+    if (key == "backend") {
+      d.backend = value;
+    } else if (key == "budget") {
       auto v = parseUnsigned(value);
       if (!v)
         throw LineError{t.column + int(eq) + 1,
@@ -566,6 +568,8 @@ ParseResult parseScenario(std::string_view text) {
 
 std::string printDevice(const DeviceSpec &d) {
   std::string s = "device " + d.name;
+  if (!d.backend.empty())
+    s += " backend=" + d.backend;
   if (d.budget)
     s += " budget=" + std::to_string(d.budget);
   if (d.copyToHost)

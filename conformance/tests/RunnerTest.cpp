@@ -348,3 +348,77 @@ read a -> violation host-access-while-device
 }
 
 } // namespace
+
+TEST(Runner, ADeviceOfAnotherBackendSitsBesideTheBackendUnderTest) {
+  // d0 keeps nothing resident (the configuration of the backend under test);
+  // ref is a fake device whatever the scenario runs on, and the
+  // configuration does not reach it: the run on d0 brings its input home
+  // from ref.
+  Scenario s = configureScenario(parse(R"(device d0
+device ref backend=fake
+create a f32 [4] fill=1
+to-device a d0 -> error NotSupported
+to-device a ref
+create o f32 [4]
+add-network n d0 f32 [4] o=scale(x,2)
+run n x=a o=o
+read o
+read a
+)"),
+                                 "fake", {{"resident", "0"}});
+  EXPECT_EQ(s.devices[0].parameters.at("fake:resident"), "0");
+  EXPECT_TRUE(s.devices[1].parameters.empty());
+  EXPECT_NE(printScenario(s).find("device ref backend=fake\n"),
+            std::string::npos)
+      << printScenario(s);
+  RunOptions options;
+  RunResult r = runScenario(s, options);
+  EXPECT_TRUE(r.passed()) << (r.divergence ? r.divergence->toString()
+                                           : r.setupError);
+  EXPECT_GE(r.labels["run-input-moved-across-backends"], 1);
+  EXPECT_GE(r.labels["run-copies-outputs-to-host"], 1);
+
+  // A device naming a backend that is not registered is a setup error that
+  // names both.
+  r = run("device d0\ndevice x backend=no-such-backend\n");
+  EXPECT_NE(r.setupError.find("device 'x' of backend 'no-such-backend'"),
+            std::string::npos)
+      << r.setupError;
+}
+
+TEST(Runner, APartnerWithOtherCapabilitiesIsHeldToItsOwn) {
+  if (!BackendRegistry::instance().find("opencl"))
+    GTEST_SKIP() << "the OpenCL backend is not built";
+  // The fake device without resident tensors, in lockstep with OpenCL,
+  // which keeps them: the same scenario, each side checked against what it
+  // must do (its own model), none of it a false failure.
+  Scenario s = configureScenario(parse(R"(device d0
+create a f32 [4] fill=3
+to-device a d0 -> error NotSupported
+read a
+create o f32 [4]
+add-network n d0 f32 [4] o=scale(x,2)
+run n x=a o=o
+read o
+)"),
+                                 "fake", {{"resident", "0"}});
+  RunOptions options;
+  options.backend = "fake";
+  options.against = "opencl";
+  std::vector<std::string> trace;
+  options.trace = [&](const std::string &line) { trace.push_back(line); };
+  RunResult r = runScenario(s, options);
+  EXPECT_TRUE(r.passed()) << (r.divergence ? r.divergence->toString()
+                                           : r.setupError);
+  // OpenCL placed the tensor on its device, where the fake device refused;
+  // the final read-back brought OpenCL's run output home.
+  auto saw = [&](const std::string &prefix, const std::string &part) {
+    return std::any_of(trace.begin(), trace.end(), [&](const std::string &l) {
+      return l.rfind(prefix, 0) == 0 && l.find(part) != std::string::npos;
+    });
+  };
+  EXPECT_TRUE(saw("[fake]", "to-device a d0"))
+      << ::testing::PrintToString(trace);
+  EXPECT_TRUE(saw("[opencl]", "final read-back"))
+      << ::testing::PrintToString(trace);
+}

@@ -101,18 +101,11 @@ struct FamilyGenerator {
   ScenarioGenerator generator;
 };
 
-/// The capabilities of \p backend in its default configuration, or none
-/// when it is not registered (setupProblem has said so).
-Capabilities defaultCapabilities(const std::string &backend) {
-  auto caps = BackendRegistry::instance().capabilitiesFor(backend, {});
-  return caps ? *caps : Capabilities{};
-}
-
 /// The generators of every (family, configuration) pair that runs on \p
 /// setup's backends, as a conformance run sweeps them: the configurations
 /// the backend declares worth testing, a family only where the
-/// configuration's capabilities allow it, and in differential mode only
-/// where the partner (in its default configuration) must behave alike. Built
+/// configuration's capabilities allow it (a differential partner is held to
+/// its own, whatever they are). Built
 /// once per setup (a profile costs more to build than a short input costs
 /// to decode), their live bytes bounded by the setup.
 const std::vector<FamilyGenerator> &generatorsFor(const FuzzSetup &setup) {
@@ -131,20 +124,14 @@ const std::vector<FamilyGenerator> &generatorsFor(const FuzzSetup &setup) {
     (void)configurations.takeError();
     configurations = std::vector<ParameterMap>{{}};
   }
-  std::optional<Capabilities> partner;
-  if (!setup.against.empty())
-    partner = defaultCapabilities(setup.against);
   for (const ParameterMap &configuration : *configurations) {
     auto caps = registry.capabilitiesFor(setup.backend, configuration);
     if (!caps) {
       (void)caps.takeError();
       continue;
     }
-    if (partner && !outcomeChangingDifference(*caps, *partner).empty())
-      continue;
     for (const PropertyFamily &family : propertyFamilies()) {
-      if (!family.skipReason(*caps).empty() ||
-          (partner && !family.skipReason(*partner).empty()))
+      if (!family.skipReason(*caps).empty())
         continue;
       GeneratorProfile profile = family.profile();
       profile.space.maxLiveBytes =

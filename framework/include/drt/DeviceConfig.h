@@ -59,6 +59,8 @@ struct Capabilities {
 
   /// "resident-tensors async fault-injection ...", for listings.
   std::string toString() const;
+
+  friend bool operator==(const Capabilities &, const Capabilities &) = default;
 };
 
 /// Where an injected fault strikes.

@@ -33,18 +33,27 @@ std::string parameterOptions(const ParameterMap &parameters);
 bool parseParameterOption(const std::string &text, std::string &key,
                           std::string &value);
 
-/// \p scenario with \p parameters (plain keys) set on every device for
-/// backend \p backend only: each key is written "BACKEND:KEY", which
+/// \p scenario with \p parameters (plain keys) set on every device of the
+/// backend under test \p backend (those that name no backend of their own)
+/// for that backend only: each key is written "BACKEND:KEY", which
 /// BackendRegistry::parametersFor passes to that backend and drops for any
 /// other, and which wins over the scenario's own value for KEY.
 Scenario configureScenario(const Scenario &scenario, const std::string &backend,
                            const ParameterMap &parameters);
 
+/// The backend that creates device \p spec of a scenario run on \p backend:
+/// the one the spec names, or \p backend.
+inline const std::string &deviceBackend(const DeviceSpec &spec,
+                                        const std::string &backend) {
+  return spec.backend.empty() ? backend : spec.backend;
+}
+
 /// The configuration a backend's manager is created with for device \p spec
 /// of a scenario: its name, budget, copy-to-host flag and parameters.
 DeviceConfig deviceConfigOf(const DeviceSpec &spec);
 
-/// What a device of backend \p backend created from \p spec declares and the
+/// What device \p spec of a scenario run on \p backend (deviceBackend)
+/// declares and the
 /// budget it enforces (maximumMemory()), read from a device the registry
 /// creates and destroys at once. Remembered per backend and spec (the device
 /// name aside), so each distinct configuration is created once per process.
@@ -53,14 +62,6 @@ DeviceConfig deviceConfigOf(const DeviceSpec &spec);
 /// budget: running the scenario reports that failure itself.
 DeviceTraits probedDeviceTraits(const std::string &backend,
                                 const DeviceSpec &spec);
-
-/// The capabilities in which \p a and \p b differ that change the outcome of
-/// a step (resident tensors, memory budget, fault injection, device loss),
-/// named and separated by spaces; "" when none does. Asynchronous completion
-/// and peer-to-peer change when and how work completes, not what it
-/// returns.
-std::string outcomeChangingDifference(const Capabilities &a,
-                                      const Capabilities &b);
 
 } // namespace drt::conformance
 

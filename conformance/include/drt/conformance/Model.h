@@ -102,6 +102,8 @@ struct DeviceTraits {
   /// Its maximumMemory(). The model holds a device to its spec's budget when
   /// the spec gives one, else to this, the backend's default (0: unlimited).
   uint64_t maximumMemory = 0;
+
+  friend bool operator==(const DeviceTraits &, const DeviceTraits &) = default;
 };
 
 /// The model of one device.

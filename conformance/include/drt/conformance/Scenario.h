@@ -76,10 +76,15 @@ struct Outcome {
   }
 };
 
-/// A device the scenario creates from the backend under test.
+/// A device the scenario creates: from the backend under test, or from the
+/// backend it names.
 struct DeviceSpec {
   /// The device's name in the scenario ("d0").
   std::string name;
+  /// The registered backend that creates this device whatever backend the
+  /// scenario runs on ("fake" for a reference device beside the backend
+  /// under test), or "" for the backend under test.
+  std::string backend;
   /// DeviceConfig::memoryBudget (0: the backend's default).
   uint64_t budget = 0;
   /// DeviceConfig::copyDeviceTensorsToHost.
