@@ -13,6 +13,8 @@
 #include "drt/conformance/Properties.h"
 #include "drt/conformance/Report.h"
 
+#include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -22,6 +24,7 @@
 #include <fstream>
 #include <iostream>
 #include <string>
+#include <string_view>
 
 namespace drt::conformance {
 
@@ -96,10 +99,17 @@ bool matches(const std::string &filter, const std::string &name) {
   return false;
 }
 
+/// Cases a property may be asked for, and commands a case may have: large
+/// enough for any release gate, small enough to fit where they go.
+constexpr long MaxCases = 100'000'000;
+constexpr long MaxStepsPerCase = 1'000'000;
+
+/// A decimal number, all of \p text; false when it is not one or does not
+/// fit a long.
 bool parseInt(const char *text, long &out) {
-  char *end = nullptr;
-  out = std::strtol(text, &end, 10);
-  return end && *end == '\0' && end != text;
+  std::string_view s(text);
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && end == s.data() + s.size() && !s.empty();
 }
 
 void list() {
@@ -184,11 +194,13 @@ int run(int argc, char **argv, const ProgramSettings &settings) {
       }
       return argv[++i];
     };
-    auto number = [&](long &out) {
+    // Bounded, so that no value is cut to fit where it goes (a case count
+    // of 2^32 is not 0).
+    auto number = [&](long &out, long least, long most) {
       const char *v = value();
-      if (!parseInt(v, out) || out < 0) {
-        std::cerr << program << ": " << arg
-                  << " expects a non-negative number, got '" << v << "'\n";
+      if (!parseInt(v, out) || out < least || out > most) {
+        std::cerr << program << ": " << arg << " expects a number from "
+                  << least << " to " << most << ", got '" << v << "'\n";
         std::exit(2);
       }
     };
@@ -197,9 +209,9 @@ int run(int argc, char **argv, const ProgramSettings &settings) {
     else if (arg == "--against")
       against = value();
     else if (arg == "--seed")
-      number(seed);
+      number(seed, 0, std::numeric_limits<long>::max());
     else if (arg == "--cases")
-      number(cases);
+      number(cases, 1, MaxCases);
     else if (arg == "--time-budget") {
       const char *v = value();
       char *end = nullptr;
@@ -212,7 +224,7 @@ int run(int argc, char **argv, const ProgramSettings &settings) {
         return 2;
       }
     } else if (arg == "--max-steps")
-      number(maxSteps);
+      number(maxSteps, 1, MaxStepsPerCase);
     else if (arg == "--filter")
       filter = value();
     else if (arg == "--junit")
@@ -306,6 +318,22 @@ int run(int argc, char **argv, const ProgramSettings &settings) {
       return 2;
     }
   }
+  // The report files are written after the whole run: a path that cannot be
+  // written is found now, not then.
+  for (const auto &[option, path] :
+       {std::pair{"--junit", &junit}, std::pair{"--report", &report}}) {
+    if (path->empty())
+      continue;
+    std::error_code error;
+    bool existed = std::filesystem::exists(*path, error);
+    if (std::ofstream probe(*path, std::ios::app); !probe) {
+      std::cerr << program << ": " << option << " " << *path
+                << ": cannot write the file (" << std::strerror(errno) << ")\n";
+      return 2;
+    }
+    if (!existed)
+      std::filesystem::remove(*path, error);
+  }
 
   RunSummary summary;
   summary.seed = uint64_t(seed);
@@ -316,8 +344,8 @@ int run(int argc, char **argv, const ProgramSettings &settings) {
   if (const char *total = std::getenv("GTEST_TOTAL_SHARDS")) {
     long n = 0, index = 0;
     const char *idx = std::getenv("GTEST_SHARD_INDEX");
-    if (!parseInt(total, n) || n < 1 || !idx || !parseInt(idx, index) ||
-        index < 0 || index >= n) {
+    if (!parseInt(total, n) || n < 1 || n > MaxCases || !idx ||
+        !parseInt(idx, index) || index < 0 || index >= n) {
       std::cerr << program
                 << ": GTEST_TOTAL_SHARDS and GTEST_SHARD_INDEX "
                    "must be a count and an index below it\n";

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <charconv>
 #include <cstdlib>
+#include <limits>
 #include <optional>
 
 namespace drt::conformance {
@@ -41,7 +42,28 @@ std::vector<Token> tokenize(std::string_view line) {
   return out;
 }
 
-std::string quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
+/// \p s in quotes for a message: bytes outside printable ASCII as \xNN, and
+/// cut after 40 characters, so that a hostile input never floods a terminal
+/// or writes control bytes to it.
+std::string quoted(std::string_view s) {
+  constexpr size_t Shown = 40;
+  std::string out = "'";
+  for (size_t i = 0; i < s.size() && i < Shown; ++i) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      out += char(c);
+      continue;
+    }
+    const char *hex = "0123456789abcdef";
+    out += "\\x";
+    out += hex[c >> 4];
+    out += hex[c & 15];
+  }
+  out += "'";
+  if (s.size() > Shown)
+    out += " (" + std::to_string(s.size()) + " bytes, cut)";
+  return out;
+}
 
 std::optional<uint64_t> parseUnsigned(std::string_view s) {
   uint64_t v = 0;
@@ -109,9 +131,11 @@ public:
     return *v;
   }
 
-  /// "key=VALUE" with an unsigned value; nullopt when the next token is not
-  /// "key=...".
-  std::optional<uint64_t> keyNumber(std::string_view key) {
+  /// "key=VALUE" with an unsigned value of at most \p max; nullopt when the
+  /// next token is not "key=...".
+  std::optional<uint64_t>
+  keyNumber(std::string_view key,
+            uint64_t max = std::numeric_limits<uint64_t>::max()) {
     if (atEnd())
       return std::nullopt;
     std::string_view t = tokens_[pos_].text;
@@ -122,6 +146,11 @@ public:
       throw LineError{tokens_[pos_].column + int(key.size()) + 1,
                       "expected a number after " + std::string(key) +
                           "=, found " + quoted(t.substr(key.size() + 1))};
+    if (*v > max)
+      throw LineError{tokens_[pos_].column + int(key.size()) + 1,
+                      std::string(key) + "= must be at most " +
+                          std::to_string(max) + ", found " +
+                          quoted(t.substr(key.size() + 1))};
     ++pos_;
     return v;
   }
@@ -432,7 +461,7 @@ Command parseCommand(LineParser &p, CommandKind kind) {
       p.fail("a fault site (alloc, to-device, from-device, run)");
     p.next("");
     c.fault.site = *site;
-    auto nth = p.keyNumber("nth");
+    auto nth = p.keyNumber("nth", std::numeric_limits<unsigned>::max());
     if (!nth)
       p.fail("nth=N");
     c.fault.nth = unsigned(*nth);
