@@ -13,6 +13,7 @@
 #include "drt/conformance/Properties.h"
 #include "drt/conformance/Report.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -112,6 +113,22 @@ bool parseInt(const char *text, long &out) {
   return ec == std::errc() && end == s.data() + s.size() && !s.empty();
 }
 
+/// Why no device of backend \p name can be created with the parameters
+/// \p fixed (a driver without a platform, a failing init), or "" when one
+/// can: asked once, so that an unavailable backend is one message instead of
+/// a failure per property.
+std::string unavailableBecause(const std::string &name,
+                               const ParameterMap &fixed) {
+  DeviceConfig config;
+  config.name = "availability-probe";
+  config.parameters = fixed;
+  auto device = BackendRegistry::instance().create(name, config);
+  if (!device)
+    return device.takeError().toString();
+  (*device)->shutdown();
+  return "";
+}
+
 void list() {
   std::cout << "Properties:\n";
   for (const PropertyFamily &f : propertyFamilies())
@@ -149,13 +166,21 @@ void list() {
   }
 }
 
-/// ", but N of M property runs were skipped (...)" when more than half of
-/// the summary's property runs were skipped, else "": a verdict over a
-/// minority of the properties says so.
+/// ", but nothing ran on BACKEND (unavailable)" when a backend could not
+/// be used, ", but N of M property runs were skipped (...)" when more than
+/// half of the summary's property runs were skipped, else "": a verdict
+/// over a minority of the properties says so.
 std::string skippedNote(const RunSummary &summary) {
   size_t skipped = 0;
-  for (const PropertyResult &r : summary.results)
+  std::string unavailable;
+  for (const PropertyResult &r : summary.results) {
     skipped += r.status == PropertyResult::Status::Skipped;
+    if (r.status == PropertyResult::Status::Skipped &&
+        r.name == "every property")
+      unavailable += (unavailable.empty() ? "" : ", ") + r.backend;
+  }
+  if (!unavailable.empty())
+    return ", but nothing ran on " + unavailable + " (unavailable)";
   if (skipped * 2 <= summary.results.size())
     return "";
   return ", but " + std::to_string(skipped) + " of " +
@@ -370,6 +395,36 @@ int run(int argc, char **argv, const ProgramSettings &settings) {
   for (const std::string &b : backends) {
     std::string partner = against == b ? "" : against;
     auto started = std::chrono::steady_clock::now();
+    // An unavailable backend (or partner) is one row: a failure when it was
+    // asked for by name, else a skip.
+    std::string unavailable;
+    bool named = false;
+    for (const std::string &name : {b, partner})
+      if (!name.empty() && unavailable.empty())
+        if (std::string why = unavailableBecause(
+                name, BackendRegistry::parametersFor(name, parameters));
+            !why.empty()) {
+          unavailable = "backend '" + name + "' is unavailable: " + why;
+          std::replace(unavailable.begin(), unavailable.end(), '\n', ' ');
+          named = name == partner || backend != "all";
+        }
+    if (!unavailable.empty()) {
+      PropertyResult r;
+      r.name = "every property";
+      r.backend = b;
+      r.configuration = "default";
+      r.seed = uint64_t(seed);
+      r.status = named ? PropertyResult::Status::Failed
+                       : PropertyResult::Status::Skipped;
+      r.reason = unavailable;
+      done += families.size();
+      std::cout << "[" << done << "/" << total << "] every property on " << b
+                << (partner.empty() ? "" : " against " + partner) << ": "
+                << r.statusText() << " (" << unavailable << ")" << std::endl;
+      summary.results.push_back(std::move(r));
+      summary.secondsPerBackend[b] = 0;
+      continue;
+    }
     for (const PropertyFamily *f : families) {
       PropertyOptions options;
       options.backend = b;
@@ -429,9 +484,15 @@ int run(int argc, char **argv, const ProgramSettings &settings) {
   bool covered = true;
   for (const std::string &b : backends) {
     Census census;
+    bool ran = false;
     for (const PropertyResult &r : summary.results)
-      if (r.backend == b)
+      if (r.backend == b) {
         census.merge(r.census);
+        ran = ran || r.name != "every property";
+      }
+    // An unavailable backend ran nothing: its one row says why.
+    if (!ran)
+      continue;
     if (printCensus)
       std::cout << "\ncensus of " << b << ":\n" << census.toString();
     if (!filter.empty() || summary.shardCount > 1 ||

@@ -347,6 +347,7 @@ std::vector<PropertyFamily> makeFamilies() {
                  return p;
                },
                {"to-device@Host", "from-device@Device"}});
+  f.back().aboutLargeTensors = true;
   {
     PropertyFamily longLived{
         "long-lived",

@@ -61,6 +61,8 @@ FuzzSetup setupFromEnvironment(Target target) {
     setup.maxCommands = size_t(number(n));
   if (const char *n = std::getenv("DRT_FUZZ_MAX_LIVE_BYTES"); n && *n)
     setup.maxLiveBytes = number(n);
+  if (const char *n = std::getenv("DRT_FUZZ_MAX_LARGE_LIVE_BYTES"); n && *n)
+    setup.maxLargeLiveBytes = number(n);
   return setup;
 }
 
@@ -79,6 +81,8 @@ std::string setupProblem(const FuzzSetup &setup) {
     return "DRT_FUZZ_MAX_COMMANDS must be a positive number";
   if (setup.maxLiveBytes == 0)
     return "DRT_FUZZ_MAX_LIVE_BYTES must be a positive number";
+  if (setup.maxLargeLiveBytes == 0)
+    return "DRT_FUZZ_MAX_LARGE_LIVE_BYTES must be a positive number";
   return "";
 }
 
@@ -109,11 +113,12 @@ struct FamilyGenerator {
 /// once per setup (a profile costs more to build than a short input costs
 /// to decode), their live bytes bounded by the setup.
 const std::vector<FamilyGenerator> &generatorsFor(const FuzzSetup &setup) {
-  using Key = std::tuple<std::string, std::string, uint64_t>;
+  using Key = std::tuple<std::string, std::string, uint64_t, uint64_t>;
   static std::mutex mutex;
   static std::map<Key, std::vector<FamilyGenerator>> cache;
   std::lock_guard<std::mutex> lock(mutex);
-  Key key{setup.backend, setup.against, setup.maxLiveBytes};
+  Key key{setup.backend, setup.against, setup.maxLiveBytes,
+          setup.maxLargeLiveBytes};
   auto it = cache.find(key);
   if (it != cache.end())
     return it->second;
@@ -135,7 +140,9 @@ const std::vector<FamilyGenerator> &generatorsFor(const FuzzSetup &setup) {
         continue;
       GeneratorProfile profile = family.profile();
       profile.space.maxLiveBytes =
-          std::min(profile.space.maxLiveBytes, setup.maxLiveBytes);
+          std::min(profile.space.maxLiveBytes, family.aboutLargeTensors
+                                                   ? setup.maxLargeLiveBytes
+                                                   : setup.maxLiveBytes);
       generators.push_back({family.name, configuration,
                             ScenarioGenerator(std::move(profile), *caps)});
     }

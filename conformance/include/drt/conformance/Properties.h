@@ -44,6 +44,10 @@ struct PropertyFamily {
   /// BackendParameter::Scope::BetweenDevices run in it, and only in such
   /// families.
   bool aboutMovesBetweenDevices = false;
+  /// The family is about large tensors (the size classes up to several
+  /// MiB): a fuzzer that bounds live bytes to keep inputs cheap gives such
+  /// a family a larger bound of its own (FuzzSetup::maxLargeLiveBytes).
+  bool aboutLargeTensors = false;
   /// Steps of each case (0: the run's --max-steps), and the fewest cases a
   /// time-budgeted run makes (0: the run's minCases).
   size_t steps = 0;

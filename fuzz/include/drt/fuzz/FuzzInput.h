@@ -67,12 +67,17 @@ struct FuzzSetup {
   /// maxLiveBytes, lowered): it bounds the size classes drawn, and so the
   /// cost of one input.
   uint64_t maxLiveBytes = 64 * 1024;
+  /// The same bound for the families about large tensors
+  /// (PropertyFamily::aboutLargeTensors): their inputs reach the sizes where
+  /// a backend changes path (past 64 KiB, past 1 MiB, past 4 MiB).
+  uint64_t maxLargeLiveBytes = 16 * 1024 * 1024;
 };
 
 /// The setup of \p target: backend "fake" for residency, "opencl" against
-/// "fake" for differential, 64 commands, 64 KiB live, overridden by the
-/// environment variables DRT_FUZZ_BACKEND, DRT_FUZZ_AGAINST,
-/// DRT_FUZZ_MAX_COMMANDS and DRT_FUZZ_MAX_LIVE_BYTES.
+/// "fake" for differential, 64 commands, 64 KiB live (16 MiB in the
+/// families about large tensors), overridden by the environment variables
+/// DRT_FUZZ_BACKEND, DRT_FUZZ_AGAINST, DRT_FUZZ_MAX_COMMANDS,
+/// DRT_FUZZ_MAX_LIVE_BYTES and DRT_FUZZ_MAX_LARGE_LIVE_BYTES.
 FuzzSetup setupFromEnvironment(Target target);
 
 /// Why \p setup cannot run: an unregistered backend or a command limit of
