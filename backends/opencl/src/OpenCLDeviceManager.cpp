@@ -12,6 +12,7 @@
 #include "drt/opencl/OpenCLDevice.h"
 
 #include "Kernels.h"
+#include "OpenCLDriver.h"
 #include "OpenCLSupport.h"
 
 #include "drt/BackendRegistry.h"
@@ -63,6 +64,9 @@ struct Completion {
   CompletionCallback done;
   /// The operation, for messages.
   std::string what;
+  /// The execution status a planned driver fault reports for the command
+  /// (OpenCLCall::CommandExecutionStatus), instead of the event's.
+  std::optional<cl_int> failedStatus;
 };
 
 /// One node of a prepared function.
@@ -90,33 +94,51 @@ struct PreparedFunction {
 /// kernel takes (scaleFactorKind). Function::verify has checked that an
 /// integer factor is one the kind holds, so the conversions are exact; a
 /// float factor is rounded to nearest float.
-cl_int setScaleFactor(cl_kernel kernel, cl_uint index, ElemKind kind,
-                      double factor) {
+cl_int setScaleFactor(OpenCLDriver &driver, cl_kernel kernel, cl_uint index,
+                      ElemKind kind, double factor) {
   switch (scaleFactorKind(kind)) {
   case ElemKind::Int32: {
     cl_int value = static_cast<cl_int>(factor);
-    return clSetKernelArg(kernel, index, sizeof value, &value);
+    return driver.setKernelArg(kernel, index, sizeof value, &value);
   }
   case ElemKind::Int64: {
     cl_long value = static_cast<cl_long>(factor);
-    return clSetKernelArg(kernel, index, sizeof value, &value);
+    return driver.setKernelArg(kernel, index, sizeof value, &value);
   }
   case ElemKind::UInt8: {
     cl_uchar value = static_cast<cl_uchar>(factor);
-    return clSetKernelArg(kernel, index, sizeof value, &value);
+    return driver.setKernelArg(kernel, index, sizeof value, &value);
   }
   default: {
     cl_float value = static_cast<cl_float>(factor);
-    return clSetKernelArg(kernel, index, sizeof value, &value);
+    return driver.setKernelArg(kernel, index, sizeof value, &value);
   }
   }
 }
 
-Error injectedFault(ErrorCode code, FaultSite site, const std::string &device,
-                    const std::string &what) {
-  return makeError(code, "injected " + std::string(errorCodeName(code)) +
-                             " fault at " + std::string(faultSiteName(site)) +
-                             " on device '" + device + "': " + what);
+/// Keeps \p buffer alive until \p c's command finishes: retained, or, when
+/// the driver refuses to retain it, by waiting for the queue now.
+void retainUntilDone(OpenCLDriver &driver, cl_command_queue queue,
+                     Completion &c, cl_mem buffer) {
+  if (driver.retainMemObject(buffer) == CL_SUCCESS)
+    c.retained.push_back(buffer);
+  else
+    driver.finish(queue);
+}
+
+/// The driver fault a fault planned at a site (injectFault, the suite's
+/// inject-fault) becomes, so that it takes the backend's own error path:
+/// OutOfMemory makes the call that submits the site's work (\p submit) fail
+/// with CL_MEM_OBJECT_ALLOCATION_FAILURE; DeviceError makes the allocation
+/// fail with CL_INVALID_CONTEXT at the allocation site, and elsewhere the
+/// submitted command fail on the device (its execution status
+/// CL_OUT_OF_RESOURCES). (DeviceLost shuts the device down instead.)
+DriverFault siteFault(ErrorCode code, FaultSite site, OpenCLCall submit) {
+  if (code == ErrorCode::OutOfMemory)
+    return {submit, 1, CL_MEM_OBJECT_ALLOCATION_FAILURE};
+  if (site == FaultSite::Allocation)
+    return {OpenCLCall::CreateBuffer, 1, CL_INVALID_CONTEXT};
+  return {OpenCLCall::CommandExecutionStatus, 1, CL_OUT_OF_RESOURCES};
 }
 
 double secondsSince(std::chrono::steady_clock::time_point start) {
@@ -142,22 +164,30 @@ public:
   }
   /// The device's context and program, each retained for the caller, or
   /// null ones when none was kept.
-  Entry find(cl_device_id device) {
+  Entry find(OpenCLDriver &driver, cl_device_id device) {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = entries_.find(device);
     if (it == entries_.end())
       return {};
-    clRetainContext(it->second.context);
-    clRetainProgram(it->second.program);
+    if (driver.retainContext(it->second.context) != CL_SUCCESS)
+      return {};
+    if (driver.retainProgram(it->second.program) != CL_SUCCESS) {
+      driver.releaseContext(it->second.context);
+      return {};
+    }
     return it->second;
   }
   /// Keeps \p entry for \p device unless one is kept already.
-  void keep(cl_device_id device, Entry entry) {
+  void keep(OpenCLDriver &driver, cl_device_id device, Entry entry) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (entries_.count(device))
       return;
-    clRetainContext(entry.context);
-    clRetainProgram(entry.program);
+    if (driver.retainContext(entry.context) != CL_SUCCESS)
+      return;
+    if (driver.retainProgram(entry.program) != CL_SUCCESS) {
+      driver.releaseContext(entry.context);
+      return;
+    }
     entries_.emplace(device, entry);
   }
 
@@ -186,6 +216,9 @@ struct OpenCLDeviceManager::State {
   double initSeconds = 0;
   double buildSeconds = 0;
   FaultPlan faults;
+  /// Every OpenCL call goes through it (declared first of the objects it
+  /// creates, so it outlives them in the destructor).
+  OpenCLDriver driver;
 
   /// Guards everything below and serialises submissions to the queue (kernel
   /// arguments are set and enqueued under it).
@@ -211,7 +244,10 @@ struct OpenCLDeviceManager::State {
   }
 
   /// Queues \p c for delivery; called with mutex held, after enqueueing.
+  /// Counts one command execution status (a planned fault there fails the
+  /// command when it completes).
   void push(Completion c) {
+    c.failedStatus = driver.strike(OpenCLCall::CommandExecutionStatus);
     {
       std::lock_guard<std::mutex> lock(completionMutex);
       completions.push_back(std::move(c));
@@ -229,26 +265,37 @@ struct OpenCLDeviceManager::State {
     return true;
   }
 
-  /// Waits for \p c's command and calls its callback.
-  static void deliver(Completion &c) {
+  /// Waits for \p c's command and calls its callback. A command that
+  /// failed on the device is DeviceError whatever its status: its memory
+  /// was allocated before it was submitted.
+  void deliver(Completion &c) {
     Error error;
     cl_int status = CL_COMPLETE;
-    cl_int rc = clWaitForEvents(1, &c.event);
-    if (rc == CL_SUCCESS || rc == CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST)
-      rc = clGetEventInfo(c.event, CL_EVENT_COMMAND_EXECUTION_STATUS,
-                          sizeof(status), &status, nullptr);
+    cl_int rc = driver.waitForEvents(c.event);
+    const char *call = "clWaitForEvents";
+    if (rc == CL_SUCCESS ||
+        rc == CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST) {
+      call = "clGetEventInfo";
+      rc = driver.getEventInfo(c.event, CL_EVENT_COMMAND_EXECUTION_STATUS,
+                               sizeof(status), &status);
+    }
+    if (rc == CL_SUCCESS && c.failedStatus)
+      status = *c.failedStatus;
     if (rc != CL_SUCCESS)
-      error = openCLError(rc, "clWaitForEvents", "for " + c.what);
+      error = openCLError(rc, call, "for " + c.what);
     else if (status < 0)
-      error = openCLError(status, "command execution", "of " + c.what);
+      error =
+          makeError(ErrorCode::DeviceError,
+                    "command execution failed with " + openCLErrorName(status) +
+                        " (" + std::to_string(status) + ") in " + c.what);
     if (c.after) {
       Error afterError = c.after(error.isSuccess());
       if (error.isSuccess())
         error = std::move(afterError);
     }
-    clReleaseEvent(c.event);
+    driver.releaseEvent(c.event);
     for (cl_mem m : c.retained)
-      clReleaseMemObject(m);
+      driver.releaseMemObject(m);
     CompletionCallback done = std::move(c.done);
     c = Completion{};
     done(std::move(error));
@@ -289,9 +336,8 @@ struct OpenCLDeviceManager::State {
       return out;
     }
     cl_int rc = CL_SUCCESS;
-    cl_mem buffer =
-        clCreateBuffer(context, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR,
-                       bytes, nullptr, &rc);
+    cl_mem buffer = driver.createBuffer(
+        context, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, bytes, &rc);
     if (rc != CL_SUCCESS)
       return openCLError(rc, "clCreateBuffer",
                          "(" + std::to_string(bytes) +
@@ -303,7 +349,7 @@ struct OpenCLDeviceManager::State {
   void returnStaging(StagingBuffer staging) {
     std::lock_guard<std::mutex> lock(mutex);
     if (stopping || stagingPool.size() >= MaxPooledStagingBuffers) {
-      clReleaseMemObject(staging.buffer);
+      driver.releaseMemObject(staging.buffer);
       return;
     }
     stagingPool.push_back(staging);
@@ -312,15 +358,15 @@ struct OpenCLDeviceManager::State {
   void releaseObjects() {
     for (cl_kernel &k : kernels)
       if (k) {
-        clReleaseKernel(k);
+        driver.releaseKernel(k);
         k = nullptr;
       }
     if (program)
-      clReleaseProgram(program);
+      driver.releaseProgram(program);
     if (queue)
-      clReleaseCommandQueue(queue);
+      driver.releaseCommandQueue(queue);
     if (context)
-      clReleaseContext(context);
+      driver.releaseContext(context);
     program = nullptr;
     queue = nullptr;
     context = nullptr;
@@ -379,6 +425,11 @@ const std::vector<BackendParameter> &openCLParameters() {
             "pinned-staging", false,
             "stage transfers through pinned (CL_MEM_ALLOC_HOST_PTR) buffers"),
         sharedContext,
+        BackendParameter::text(
+            "driver-faults",
+            "OpenCL calls to fail from the first call init() makes, "
+            "CALL:NTH:STATUS[,...] (clCreateBuffer:2:CL_OUT_OF_RESOURCES); "
+            "for testing error paths"),
     };
   }();
   return parameters;
@@ -403,7 +454,16 @@ Error OpenCLDeviceManager::init() {
   // checkParameters accepted every value, so each one parses.
   Expected<bool> pinned = config().boolParameter("pinned-staging", false);
   Expected<bool> sharedContext = config().boolParameter("shared-context", true);
-  Expected<SelectedDevice> selected = selectDevice(config());
+  if (std::optional<std::string> faults = config().parameter("driver-faults")) {
+    Expected<std::vector<DriverFault>> planned = parseDriverFaults(*faults);
+    if (!planned)
+      return makeError(ErrorCode::InvalidArgument,
+                       "OpenCL device '" + name() + "': parameter " +
+                           "'driver-faults': " + planned.takeError().message());
+    for (const DriverFault &f : *planned)
+      s.driver.plan(f);
+  }
+  Expected<SelectedDevice> selected = selectDevice(s.driver, config());
   if (!selected)
     return selected.takeError();
   s.platform = selected->platform;
@@ -423,15 +483,17 @@ Error OpenCLDeviceManager::init() {
       "initialising device '" + name() + "' (" + s.info.toString() + ")";
 
   cl_uint alignBits = 0;
-  if (cl_int rc = clGetDeviceInfo(s.device, CL_DEVICE_MEM_BASE_ADDR_ALIGN,
-                                  sizeof(alignBits), &alignBits, nullptr))
+  if (cl_int rc =
+          s.driver.getDeviceInfo(s.device, CL_DEVICE_MEM_BASE_ADDR_ALIGN,
+                                 sizeof(alignBits), &alignBits, nullptr))
     return openCLError(rc, "clGetDeviceInfo(CL_DEVICE_MEM_BASE_ADDR_ALIGN)",
                        where);
   s.baseAlignment = std::max<uint64_t>(1, alignBits / 8);
 
   cl_device_fp_config singleConfig = 0;
-  if (cl_int rc = clGetDeviceInfo(s.device, CL_DEVICE_SINGLE_FP_CONFIG,
-                                  sizeof(singleConfig), &singleConfig, nullptr))
+  if (cl_int rc =
+          s.driver.getDeviceInfo(s.device, CL_DEVICE_SINGLE_FP_CONFIG,
+                                 sizeof(singleConfig), &singleConfig, nullptr))
     return openCLError(rc, "clGetDeviceInfo(CL_DEVICE_SINGLE_FP_CONFIG)",
                        where);
   s.flushesDenormals = !(singleConfig & CL_FP_DENORM);
@@ -440,7 +502,7 @@ Error OpenCLDeviceManager::init() {
   auto buildStart = std::chrono::steady_clock::now();
   DeviceProgramCache::Entry shared;
   if (*sharedContext)
-    shared = DeviceProgramCache::instance().find(s.device);
+    shared = DeviceProgramCache::instance().find(s.driver, s.device);
   s.context = shared.context;
   s.program = shared.program;
   s.programReused = s.context != nullptr;
@@ -448,38 +510,38 @@ Error OpenCLDeviceManager::init() {
     cl_context_properties properties[] = {
         CL_CONTEXT_PLATFORM,
         reinterpret_cast<cl_context_properties>(s.platform), 0};
-    s.context =
-        clCreateContext(properties, 1, &s.device, nullptr, nullptr, &rc);
+    s.context = s.driver.createContext(properties, 1, &s.device, &rc);
     if (rc != CL_SUCCESS)
       return openCLError(rc, "clCreateContext", where);
-    const char *source = KernelSource;
-    s.program = clCreateProgramWithSource(s.context, 1, &source, nullptr, &rc);
+    s.program = s.driver.createProgramWithSource(s.context, KernelSource, &rc);
     if (rc != CL_SUCCESS)
       return openCLError(rc, "clCreateProgramWithSource", where);
-    rc = clBuildProgram(s.program, 1, &s.device, KernelBuildOptions, nullptr,
-                        nullptr);
+    rc = s.driver.buildProgram(s.program, s.device, KernelBuildOptions);
     ++s.programBuilds;
     if (rc == CL_SUCCESS && *sharedContext)
-      DeviceProgramCache::instance().keep(s.device, {s.context, s.program});
+      DeviceProgramCache::instance().keep(s.driver, s.device,
+                                          {s.context, s.program});
   }
   s.buildSeconds = secondsSince(buildStart);
   if (rc != CL_SUCCESS) {
     size_t logSize = 0;
     std::string log;
-    if (clGetProgramBuildInfo(s.program, s.device, CL_PROGRAM_BUILD_LOG, 0,
-                              nullptr, &logSize) == CL_SUCCESS) {
+    if (s.driver.getProgramBuildInfo(s.program, s.device, CL_PROGRAM_BUILD_LOG,
+                                     0, nullptr, &logSize) == CL_SUCCESS) {
       log.resize(logSize);
-      clGetProgramBuildInfo(s.program, s.device, CL_PROGRAM_BUILD_LOG, logSize,
-                            log.data(), nullptr);
+      if (s.driver.getProgramBuildInfo(s.program, s.device,
+                                       CL_PROGRAM_BUILD_LOG, logSize,
+                                       log.data(), nullptr) != CL_SUCCESS)
+        log = "(unavailable)";
     }
     return openCLError(rc, "clBuildProgram", where + "; build log:\n" + log);
   }
-  s.queue = clCreateCommandQueue(s.context, s.device, 0, &rc);
+  s.queue = s.driver.createCommandQueue(s.context, s.device, &rc);
   if (rc != CL_SUCCESS)
     return openCLError(rc, "clCreateCommandQueue", where);
   for (size_t k = 0; k < NumKernels; ++k) {
     const char *kernel = kernelName(static_cast<KernelId>(k));
-    s.kernels[k] = clCreateKernel(s.program, kernel, &rc);
+    s.kernels[k] = s.driver.createKernel(s.program, kernel, &rc);
     if (rc != CL_SUCCESS)
       return openCLError(rc, std::string("clCreateKernel(") + kernel + ")",
                          where);
@@ -558,6 +620,25 @@ bool OpenCLDeviceManager::usesPinnedStaging() const {
   return state_->pinnedStaging;
 }
 
+Error OpenCLDeviceManager::injectDriverFault(const DriverFault &fault) {
+  if (isShutDown())
+    return makeError(ErrorCode::DeviceLost,
+                     "injectDriverFault: device '" + name() + "' is shut down");
+  if (fault.nth == 0 || fault.status >= 0)
+    return makeError(
+        ErrorCode::InvalidArgument,
+        "injectDriverFault: " + std::string(openCLCallName(fault.call)) +
+            " nth=" + std::to_string(fault.nth) + " status " +
+            std::to_string(fault.status) +
+            ": nth must be at least 1 and the status negative");
+  state_->driver.plan(fault);
+  return Error::success();
+}
+
+std::vector<uint64_t> OpenCLDeviceManager::driverCalls() const {
+  return state_->driver.calls();
+}
+
 //===----------------------------------------------------------------------===//
 // Memory.
 //===----------------------------------------------------------------------===//
@@ -566,10 +647,11 @@ Expected<DeviceLocation> OpenCLDeviceManager::allocate(uint64_t bytes) {
   State &s = *state_;
   std::string what = "allocating " + std::to_string(bytes) +
                      " bytes on device '" + name() + "'";
-  if (auto code = s.faults.strike(FaultSite::Allocation)) {
-    if (*code == ErrorCode::DeviceLost)
-      shutdown();
-    return injectedFault(*code, FaultSite::Allocation, name(), what);
+  std::optional<ErrorCode> injected = s.faults.strike(FaultSite::Allocation);
+  if (injected == ErrorCode::DeviceLost) {
+    shutdown();
+    return makeError(ErrorCode::DeviceLost,
+                     what + ": the device was lost (injected)");
   }
   std::lock_guard<std::mutex> lock(s.mutex);
   if (!s.initialised || s.stopping)
@@ -584,8 +666,11 @@ Expected<DeviceLocation> OpenCLDeviceManager::allocate(uint64_t bytes) {
                          " of " + std::to_string(s.budget) +
                          " budget bytes already in use");
   cl_int rc = CL_SUCCESS;
+  if (injected)
+    s.driver.plan(
+        siteFault(*injected, FaultSite::Allocation, OpenCLCall::CreateBuffer));
   cl_mem buffer =
-      clCreateBuffer(s.context, CL_MEM_READ_WRITE, bytes, nullptr, &rc);
+      s.driver.createBuffer(s.context, CL_MEM_READ_WRITE, bytes, &rc);
   if (rc != CL_SUCCESS)
     return openCLError(rc, "clCreateBuffer",
                        "while " + what + " (max allocation " +
@@ -608,7 +693,7 @@ Error OpenCLDeviceManager::free(DeviceLocation location) {
   s.used -= a->bytes;
   s.physical -= s.physicalSize(a->bytes);
   ++s.stats.frees;
-  if (cl_int rc = clReleaseMemObject(a->buffer))
+  if (cl_int rc = s.driver.releaseMemObject(a->buffer))
     return openCLError(rc, "clReleaseMemObject",
                        "for " + location.toString() + " on device '" + name() +
                            "'");
@@ -636,12 +721,10 @@ void OpenCLDeviceManager::copyToDevice(DeviceLocation dst, const std::byte *src,
   State &s = *state_;
   std::string what = "copy of " + std::to_string(bytes) + " bytes to " +
                      dst.toString() + " on device '" + name() + "'";
-  if (auto code = s.faults.strike(FaultSite::TransferToDevice)) {
-    if (*code == ErrorCode::DeviceLost)
-      return shutdown();
-    return done(
-        injectedFault(*code, FaultSite::TransferToDevice, name(), what));
-  }
+  std::optional<ErrorCode> injected =
+      s.faults.strike(FaultSite::TransferToDevice);
+  if (injected == ErrorCode::DeviceLost)
+    return shutdown();
   std::unique_lock<std::mutex> lock(s.mutex);
   auto fail = [&](Error e) {
     lock.unlock();
@@ -660,46 +743,55 @@ void OpenCLDeviceManager::copyToDevice(DeviceLocation dst, const std::byte *src,
                               std::to_string(a->bytes) + " bytes"));
   Completion c;
   c.what = what;
-  c.done = std::move(done);
   cl_int rc = CL_SUCCESS;
+  if (injected && *injected == ErrorCode::OutOfMemory)
+    s.driver.plan(siteFault(*injected, FaultSite::TransferToDevice,
+                            s.pinnedStaging ? OpenCLCall::EnqueueCopyBuffer
+                                            : OpenCLCall::EnqueueWriteBuffer));
   if (!s.pinnedStaging) {
-    rc = clEnqueueWriteBuffer(s.queue, a->buffer, CL_FALSE, 0, bytes, src, 0,
-                              nullptr, &c.event);
+    rc = s.driver.enqueueWriteBuffer(s.queue, a->buffer, bytes, src, &c.event);
     if (rc != CL_SUCCESS)
       return fail(openCLError(rc, "clEnqueueWriteBuffer", "during " + what));
   } else {
     Expected<StagingBuffer> staging = s.takeStaging(bytes);
     if (!staging)
       return fail(staging.takeError());
-    void *mapped = clEnqueueMapBuffer(s.queue, staging->buffer, CL_TRUE,
-                                      CL_MAP_WRITE_INVALIDATE_REGION, 0, bytes,
-                                      0, nullptr, nullptr, &rc);
+    void *mapped = s.driver.enqueueMapBuffer(s.queue, staging->buffer, CL_TRUE,
+                                             CL_MAP_WRITE_INVALIDATE_REGION,
+                                             bytes, nullptr, &rc);
     if (rc != CL_SUCCESS) {
-      clReleaseMemObject(staging->buffer);
+      s.driver.releaseMemObject(staging->buffer);
       return fail(openCLError(rc, "clEnqueueMapBuffer", "during " + what));
     }
     std::memcpy(mapped, src, bytes);
-    rc = clEnqueueUnmapMemObject(s.queue, staging->buffer, mapped, 0, nullptr,
-                                 nullptr);
-    if (rc == CL_SUCCESS)
-      rc = clEnqueueCopyBuffer(s.queue, staging->buffer, a->buffer, 0, 0, bytes,
-                               0, nullptr, &c.event);
+    const char *call = "clEnqueueUnmapMemObject";
+    rc = s.driver.enqueueUnmapMemObject(s.queue, staging->buffer, mapped);
+    if (rc == CL_SUCCESS) {
+      call = "clEnqueueCopyBuffer";
+      rc = s.driver.enqueueCopyBuffer(s.queue, staging->buffer, a->buffer,
+                                      bytes, &c.event);
+    }
     if (rc != CL_SUCCESS) {
-      clFinish(s.queue);
-      clReleaseMemObject(staging->buffer);
-      return fail(openCLError(rc, "clEnqueueCopyBuffer", "during " + what));
+      s.driver.finish(s.queue);
+      s.driver.releaseMemObject(staging->buffer);
+      return fail(openCLError(rc, call, "during " + what));
     }
     c.after = [&s, staging = *staging](bool) {
       s.returnStaging(staging);
       return Error::success();
     };
   }
-  clRetainMemObject(a->buffer);
-  c.retained.push_back(a->buffer);
+  retainUntilDone(s.driver, s.queue, c, a->buffer);
   ++s.stats.transfersToDevice;
   s.stats.bytesToDevice += bytes;
+  if (injected)
+    s.driver.plan(siteFault(*injected, FaultSite::TransferToDevice,
+                            OpenCLCall::CommandExecutionStatus));
+  // Taken only now: every failure above calls back through fail().
+  c.done = std::move(done);
   s.push(std::move(c));
-  clFlush(s.queue);
+  // Advisory: the completion thread's wait submits the command anyway.
+  s.driver.flush(s.queue);
 }
 
 void OpenCLDeviceManager::copyFromDevice(DeviceLocation src, std::byte *dst,
@@ -708,12 +800,10 @@ void OpenCLDeviceManager::copyFromDevice(DeviceLocation src, std::byte *dst,
   State &s = *state_;
   std::string what = "copy of " + std::to_string(bytes) + " bytes from " +
                      src.toString() + " on device '" + name() + "'";
-  if (auto code = s.faults.strike(FaultSite::TransferFromDevice)) {
-    if (*code == ErrorCode::DeviceLost)
-      return shutdown();
-    return done(
-        injectedFault(*code, FaultSite::TransferFromDevice, name(), what));
-  }
+  std::optional<ErrorCode> injected =
+      s.faults.strike(FaultSite::TransferFromDevice);
+  if (injected == ErrorCode::DeviceLost)
+    return shutdown();
   std::unique_lock<std::mutex> lock(s.mutex);
   auto fail = [&](Error e) {
     lock.unlock();
@@ -732,47 +822,55 @@ void OpenCLDeviceManager::copyFromDevice(DeviceLocation src, std::byte *dst,
                               std::to_string(a->bytes) + " bytes"));
   Completion c;
   c.what = what;
-  c.done = std::move(done);
   cl_int rc = CL_SUCCESS;
+  if (injected && *injected == ErrorCode::OutOfMemory)
+    s.driver.plan(siteFault(*injected, FaultSite::TransferFromDevice,
+                            s.pinnedStaging ? OpenCLCall::EnqueueCopyBuffer
+                                            : OpenCLCall::EnqueueReadBuffer));
   if (!s.pinnedStaging) {
-    rc = clEnqueueReadBuffer(s.queue, a->buffer, CL_FALSE, 0, bytes, dst, 0,
-                             nullptr, &c.event);
+    rc = s.driver.enqueueReadBuffer(s.queue, a->buffer, bytes, dst, &c.event);
     if (rc != CL_SUCCESS)
       return fail(openCLError(rc, "clEnqueueReadBuffer", "during " + what));
   } else {
     Expected<StagingBuffer> staging = s.takeStaging(bytes);
     if (!staging)
       return fail(staging.takeError());
-    rc = clEnqueueCopyBuffer(s.queue, a->buffer, staging->buffer, 0, 0, bytes,
-                             0, nullptr, nullptr);
+    const char *call = "clEnqueueCopyBuffer";
+    rc = s.driver.enqueueCopyBuffer(s.queue, a->buffer, staging->buffer, bytes,
+                                    nullptr);
     void *mapped = nullptr;
-    if (rc == CL_SUCCESS)
-      mapped =
-          clEnqueueMapBuffer(s.queue, staging->buffer, CL_FALSE, CL_MAP_READ, 0,
-                             bytes, 0, nullptr, &c.event, &rc);
+    if (rc == CL_SUCCESS) {
+      call = "clEnqueueMapBuffer";
+      mapped = s.driver.enqueueMapBuffer(s.queue, staging->buffer, CL_FALSE,
+                                         CL_MAP_READ, bytes, &c.event, &rc);
+    }
     if (rc != CL_SUCCESS) {
-      clFinish(s.queue);
-      clReleaseMemObject(staging->buffer);
-      return fail(openCLError(rc, "clEnqueueMapBuffer", "during " + what));
+      s.driver.finish(s.queue);
+      s.driver.releaseMemObject(staging->buffer);
+      return fail(openCLError(rc, call, "during " + what));
     }
     c.after = [&s, staging = *staging, mapped, dst, bytes,
                what](bool succeeded) {
       if (succeeded)
         std::memcpy(dst, mapped, bytes);
-      cl_int unmap = clEnqueueUnmapMemObject(s.queue, staging.buffer, mapped, 0,
-                                             nullptr, nullptr);
+      cl_int unmap =
+          s.driver.enqueueUnmapMemObject(s.queue, staging.buffer, mapped);
       s.returnStaging(staging);
       if (unmap != CL_SUCCESS)
         return openCLError(unmap, "clEnqueueUnmapMemObject", "after " + what);
       return Error::success();
     };
   }
-  clRetainMemObject(a->buffer);
-  c.retained.push_back(a->buffer);
+  retainUntilDone(s.driver, s.queue, c, a->buffer);
   ++s.stats.transfersFromDevice;
   s.stats.bytesFromDevice += bytes;
+  if (injected)
+    s.driver.plan(siteFault(*injected, FaultSite::TransferFromDevice,
+                            OpenCLCall::CommandExecutionStatus));
+  // Taken only now: every failure above calls back through fail().
+  c.done = std::move(done);
   s.push(std::move(c));
-  clFlush(s.queue);
+  s.driver.flush(s.queue);
 }
 
 //===----------------------------------------------------------------------===//
@@ -837,11 +935,9 @@ void OpenCLDeviceManager::execute(const Function &function,
   State &s = *state_;
   std::string what =
       "run of network '" + function.name() + "' on device '" + name() + "'";
-  if (auto code = s.faults.strike(FaultSite::Run)) {
-    if (*code == ErrorCode::DeviceLost)
-      return shutdown();
-    return done(injectedFault(*code, FaultSite::Run, name(), what));
-  }
+  std::optional<ErrorCode> injected = s.faults.strike(FaultSite::Run);
+  if (injected == ErrorCode::DeviceLost)
+    return shutdown();
   std::unique_lock<std::mutex> lock(s.mutex);
   auto fail = [&](Error e) {
     lock.unlock();
@@ -883,7 +979,10 @@ void OpenCLDeviceManager::execute(const Function &function,
     elementOffsets.push_back(arg.offsetBytes / elementBytes);
   }
   if (prepared.nodes.empty())
-    return fail(Error::success());
+    return fail(injected ? makeError(*injected,
+                                     what + ": injected " +
+                                         std::string(errorCodeName(*injected)))
+                         : Error::success());
 
   Completion c;
   c.what = what;
@@ -894,42 +993,46 @@ void OpenCLDeviceManager::execute(const Function &function,
     cl_int rc = CL_SUCCESS;
     auto setBuffer = [&](size_t placeholder) {
       if (rc == CL_SUCCESS)
-        rc = clSetKernelArg(kernel, arg++, sizeof(cl_mem),
-                            &buffers[placeholder]);
+        rc = s.driver.setKernelArg(kernel, arg++, sizeof(cl_mem),
+                                   &buffers[placeholder]);
       if (rc == CL_SUCCESS)
-        rc = clSetKernelArg(kernel, arg++, sizeof(cl_ulong),
-                            &elementOffsets[placeholder]);
+        rc = s.driver.setKernelArg(kernel, arg++, sizeof(cl_ulong),
+                                   &elementOffsets[placeholder]);
     };
     for (size_t input : node.inputs)
       setBuffer(input);
     setBuffer(node.output);
     if (rc == CL_SUCCESS && node.kernel == kernelFor(OpKind::Scale, node.kind))
-      rc = setScaleFactor(kernel, arg++, node.kind, node.factor);
+      rc = setScaleFactor(s.driver, kernel, arg++, node.kind, node.factor);
     if (rc != CL_SUCCESS) {
-      clFinish(s.queue);
+      s.driver.finish(s.queue);
       return fail(openCLError(rc, "clSetKernelArg",
                               std::string("of ") + kernelName(node.kernel) +
                                   " in " + what));
     }
     size_t global = node.elements;
     bool last = n + 1 == prepared.nodes.size();
-    rc = clEnqueueNDRangeKernel(s.queue, kernel, 1, nullptr, &global, nullptr,
-                                0, nullptr, last ? &c.event : nullptr);
+    if (n == 0 && injected == ErrorCode::OutOfMemory)
+      s.driver.plan(siteFault(*injected, FaultSite::Run,
+                              OpenCLCall::EnqueueNDRangeKernel));
+    rc = s.driver.enqueueNDRangeKernel(s.queue, kernel, &global,
+                                       last ? &c.event : nullptr);
     if (rc != CL_SUCCESS) {
-      clFinish(s.queue);
+      s.driver.finish(s.queue);
       return fail(openCLError(rc, "clEnqueueNDRangeKernel",
                               std::string("of ") + kernelName(node.kernel) +
                                   " in " + what));
     }
   }
-  for (cl_mem b : buffers) {
-    clRetainMemObject(b);
-    c.retained.push_back(b);
-  }
+  for (cl_mem b : buffers)
+    retainUntilDone(s.driver, s.queue, c, b);
   c.done = std::move(done);
   ++s.stats.runs;
+  if (injected)
+    s.driver.plan(siteFault(*injected, FaultSite::Run,
+                            OpenCLCall::CommandExecutionStatus));
   s.push(std::move(c));
-  clFlush(s.queue);
+  s.driver.flush(s.queue);
 }
 
 //===----------------------------------------------------------------------===//
@@ -944,8 +1047,9 @@ void OpenCLDeviceManager::shutdownBackend() {
       return;
     s.stopping = true;
   }
-  // No submission can start now; let the queued work finish and deliver it.
-  clFinish(s.queue);
+  // No submission can start now; let the queued work finish and deliver it
+  // (the completion thread waits on each command even if this fails).
+  s.driver.finish(s.queue);
   {
     std::lock_guard<std::mutex> lock(s.completionMutex);
     s.completionExit = true;
@@ -959,13 +1063,14 @@ void OpenCLDeviceManager::shutdownBackend() {
     s.completionThread.join();
   }
   std::lock_guard<std::mutex> lock(s.mutex);
-  s.allocations.forEach(
-      [](DeviceLocation, Allocation &a) { clReleaseMemObject(a.buffer); });
+  s.allocations.forEach([&s](DeviceLocation, Allocation &a) {
+    s.driver.releaseMemObject(a.buffer);
+  });
   s.allocations.clear();
   s.used = 0;
   s.physical = 0;
   for (StagingBuffer &staging : s.stagingPool)
-    clReleaseMemObject(staging.buffer);
+    s.driver.releaseMemObject(staging.buffer);
   s.stagingPool.clear();
   s.functions.clear();
 }

@@ -120,30 +120,36 @@ std::string trimmed(std::string text) {
   return text;
 }
 
-Expected<std::string> platformString(cl_platform_id platform,
+Expected<std::string> platformString(OpenCLDriver &driver,
+                                     cl_platform_id platform,
                                      cl_platform_info what) {
   size_t size = 0;
-  if (cl_int rc = clGetPlatformInfo(platform, what, 0, nullptr, &size))
+  if (cl_int rc = driver.getPlatformInfo(platform, what, 0, nullptr, &size))
     return openCLError(rc, "clGetPlatformInfo");
   std::string text(size, '\0');
-  if (cl_int rc = clGetPlatformInfo(platform, what, size, text.data(), nullptr))
+  if (cl_int rc =
+          driver.getPlatformInfo(platform, what, size, text.data(), nullptr))
     return openCLError(rc, "clGetPlatformInfo");
   return trimmed(std::move(text));
 }
 
-Expected<std::string> deviceString(cl_device_id device, cl_device_info what) {
+Expected<std::string> deviceString(OpenCLDriver &driver, cl_device_id device,
+                                   cl_device_info what) {
   size_t size = 0;
-  if (cl_int rc = clGetDeviceInfo(device, what, 0, nullptr, &size))
+  if (cl_int rc = driver.getDeviceInfo(device, what, 0, nullptr, &size))
     return openCLError(rc, "clGetDeviceInfo");
   std::string text(size, '\0');
-  if (cl_int rc = clGetDeviceInfo(device, what, size, text.data(), nullptr))
+  if (cl_int rc =
+          driver.getDeviceInfo(device, what, size, text.data(), nullptr))
     return openCLError(rc, "clGetDeviceInfo");
   return trimmed(std::move(text));
 }
 
-Expected<uint64_t> deviceULong(cl_device_id device, cl_device_info what) {
+Expected<uint64_t> deviceULong(OpenCLDriver &driver, cl_device_id device,
+                               cl_device_info what) {
   cl_ulong value = 0;
-  if (cl_int rc = clGetDeviceInfo(device, what, sizeof(value), &value, nullptr))
+  if (cl_int rc =
+          driver.getDeviceInfo(device, what, sizeof(value), &value, nullptr))
     return openCLError(rc, "clGetDeviceInfo");
   return uint64_t(value);
 }
@@ -155,34 +161,34 @@ struct PlatformEntry {
   std::vector<OpenCLDeviceInfo> infos;
 };
 
-Expected<std::vector<PlatformEntry>> enumerate() {
+Expected<std::vector<PlatformEntry>> enumerate(OpenCLDriver &driver) {
   cl_uint count = 0;
-  cl_int rc = clGetPlatformIDs(0, nullptr, &count);
+  cl_int rc = driver.getPlatformIDs(0, nullptr, &count);
   if (rc == -1001 || (rc == CL_SUCCESS && count == 0))
     return std::vector<PlatformEntry>{};
   if (rc != CL_SUCCESS)
     return openCLError(rc, "clGetPlatformIDs");
   std::vector<cl_platform_id> platforms(count);
-  if ((rc = clGetPlatformIDs(count, platforms.data(), nullptr)))
+  if ((rc = driver.getPlatformIDs(count, platforms.data(), nullptr)))
     return openCLError(rc, "clGetPlatformIDs");
 
   std::vector<PlatformEntry> out;
   for (unsigned p = 0; p < platforms.size(); ++p) {
     PlatformEntry entry{platforms[p], {}, {}};
     Expected<std::string> platformName =
-        platformString(platforms[p], CL_PLATFORM_NAME);
+        platformString(driver, platforms[p], CL_PLATFORM_NAME);
     if (!platformName)
       return platformName.takeError();
     cl_uint numDevices = 0;
-    rc = clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, 0, nullptr,
-                        &numDevices);
+    rc = driver.getDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, 0, nullptr,
+                             &numDevices);
     if (rc != CL_SUCCESS && rc != CL_DEVICE_NOT_FOUND)
       return openCLError(rc, "clGetDeviceIDs",
                          "on platform '" + *platformName + "'");
     if (rc == CL_SUCCESS && numDevices > 0) {
       entry.devices.resize(numDevices);
-      if ((rc = clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, numDevices,
-                               entry.devices.data(), nullptr)))
+      if ((rc = driver.getDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL,
+                                    numDevices, entry.devices.data(), nullptr)))
         return openCLError(rc, "clGetDeviceIDs",
                            "on platform '" + *platformName + "'");
     }
@@ -192,11 +198,11 @@ Expected<std::vector<PlatformEntry>> enumerate() {
       info.platformIndex = p;
       info.deviceIndex = d;
       info.platformName = *platformName;
-      auto name = deviceString(device, CL_DEVICE_NAME);
-      auto version = deviceString(device, CL_DEVICE_VERSION);
-      auto cVersion = deviceString(device, CL_DEVICE_OPENCL_C_VERSION);
-      auto global = deviceULong(device, CL_DEVICE_GLOBAL_MEM_SIZE);
-      auto maxAlloc = deviceULong(device, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
+      auto name = deviceString(driver, device, CL_DEVICE_NAME);
+      auto version = deviceString(driver, device, CL_DEVICE_VERSION);
+      auto cVersion = deviceString(driver, device, CL_DEVICE_OPENCL_C_VERSION);
+      auto global = deviceULong(driver, device, CL_DEVICE_GLOBAL_MEM_SIZE);
+      auto maxAlloc = deviceULong(driver, device, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
       for (Error e :
            {name.takeError(), version.takeError(), cVersion.takeError(),
             global.takeError(), maxAlloc.takeError()})
@@ -235,6 +241,101 @@ std::string listing(const std::vector<PlatformEntry> &platforms) {
 
 } // namespace
 
+namespace {
+constexpr std::string_view CallNames[NumOpenCLCalls] = {
+    "clGetPlatformIDs",
+    "clGetPlatformInfo",
+    "clGetDeviceIDs",
+    "clGetDeviceInfo",
+    "clCreateContext",
+    "clRetainContext",
+    "clReleaseContext",
+    "clCreateCommandQueue",
+    "clReleaseCommandQueue",
+    "clCreateProgramWithSource",
+    "clBuildProgram",
+    "clGetProgramBuildInfo",
+    "clRetainProgram",
+    "clReleaseProgram",
+    "clCreateKernel",
+    "clReleaseKernel",
+    "clSetKernelArg",
+    "clCreateBuffer",
+    "clRetainMemObject",
+    "clReleaseMemObject",
+    "clEnqueueWriteBuffer",
+    "clEnqueueReadBuffer",
+    "clEnqueueCopyBuffer",
+    "clEnqueueMapBuffer",
+    "clEnqueueUnmapMemObject",
+    "clEnqueueNDRangeKernel",
+    "clFlush",
+    "clFinish",
+    "clWaitForEvents",
+    "clGetEventInfo",
+    "clReleaseEvent",
+    "command-execution-status",
+};
+} // namespace
+
+std::string_view openCLCallName(OpenCLCall call) {
+  return CallNames[size_t(call)];
+}
+
+std::optional<OpenCLCall> parseOpenCLCall(std::string_view name) {
+  for (size_t i = 0; i < NumOpenCLCalls; ++i)
+    if (CallNames[i] == name)
+      return OpenCLCall(i);
+  return std::nullopt;
+}
+
+Expected<std::vector<DriverFault>> parseDriverFaults(std::string_view text) {
+  std::vector<DriverFault> out;
+  while (!text.empty()) {
+    size_t comma = text.find(',');
+    std::string_view part = text.substr(0, comma);
+    text = comma == std::string_view::npos ? "" : text.substr(comma + 1);
+    size_t first = part.find(':'), second = part.rfind(':');
+    auto bad = [&](const std::string &why) {
+      return makeError(ErrorCode::InvalidArgument,
+                       "'" + std::string(part) + "': " + why +
+                           " (expected CALL:NTH:STATUS, as in "
+                           "clCreateBuffer:1:CL_OUT_OF_RESOURCES)");
+    };
+    if (first == std::string_view::npos || first == second)
+      return bad("not three fields");
+    DriverFault f;
+    auto call = parseOpenCLCall(part.substr(0, first));
+    if (!call)
+      return bad("unknown call '" + std::string(part.substr(0, first)) + "'");
+    f.call = *call;
+    std::string_view nth = part.substr(first + 1, second - first - 1);
+    auto [end, ec] =
+        std::from_chars(nth.data(), nth.data() + nth.size(), f.nth);
+    if (ec != std::errc() || end != nth.data() + nth.size() || f.nth == 0)
+      return bad("NTH must be a number from 1 to 4294967295");
+    auto status = parseOpenCLStatus(part.substr(second + 1));
+    if (!status || *status >= 0)
+      return bad("STATUS must be an error status (a CL_ name or a negative "
+                 "number)");
+    f.status = *status;
+    out.push_back(f);
+  }
+  return out;
+}
+
+std::optional<int32_t> parseOpenCLStatus(std::string_view text) {
+  for (const auto &[value, name] : StatusNames)
+    if (text == name)
+      return value;
+  int32_t value = 0;
+  auto [end, ec] =
+      std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty())
+    return std::nullopt;
+  return value;
+}
+
 std::string openCLErrorName(int32_t code) {
   for (const auto &[value, name] : StatusNames)
     if (value == code)
@@ -271,7 +372,8 @@ std::string OpenCLDeviceInfo::toString() const {
 }
 
 Expected<std::vector<OpenCLDeviceInfo>> listOpenCLDevices() {
-  auto platforms = enumerate();
+  OpenCLDriver driver;
+  auto platforms = enumerate(driver);
   if (!platforms)
     return platforms.takeError();
   std::vector<OpenCLDeviceInfo> out;
@@ -281,20 +383,22 @@ Expected<std::vector<OpenCLDeviceInfo>> listOpenCLDevices() {
 }
 
 std::string formatOpenCLDeviceList() {
-  auto platforms = enumerate();
+  OpenCLDriver driver;
+  auto platforms = enumerate(driver);
   if (!platforms)
     return "listing OpenCL devices: " + platforms.takeError().message() + "\n";
   return listing(*platforms);
 }
 
-Expected<SelectedDevice> selectDevice(const DeviceConfig &config) {
+Expected<SelectedDevice> selectDevice(OpenCLDriver &driver,
+                                      const DeviceConfig &config) {
   Choice platformChoice{choiceText(config, "platform", "DRT_OPENCL_PLATFORM")};
   Choice deviceChoice{choiceText(config, "device", "DRT_OPENCL_DEVICE")};
   Expected<uint64_t> deviceIndex = config.uintParameter("device-index", 0);
   if (!deviceIndex)
     return deviceIndex.takeError();
 
-  auto platforms = enumerate();
+  auto platforms = enumerate(driver);
   if (!platforms)
     return platforms.takeError();
 

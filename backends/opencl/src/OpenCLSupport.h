@@ -12,8 +12,11 @@
 #include "drt/Error.h"
 #include "drt/opencl/OpenCLDevice.h"
 
+#include "OpenCLDriver.h"
+
 #include <CL/cl.h>
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -23,6 +26,10 @@ namespace drt::opencl {
 /// and resource exhaustion, InvalidArgument for CL_INVALID_BUFFER_SIZE,
 /// DeviceError for everything else.
 ErrorCode errorCodeForStatus(cl_int status);
+
+/// The status named \p text ("CL_OUT_OF_RESOURCES") or written as a number,
+/// or nullopt.
+std::optional<int32_t> parseOpenCLStatus(std::string_view text);
 
 /// An Error for a failed OpenCL call: "<call> failed with <NAME> (<code>)",
 /// followed by \p context when it is not empty.
@@ -38,9 +45,11 @@ struct SelectedDevice {
 
 /// Chooses a device from the "platform", "device" and "device-index"
 /// parameters of \p config (falling back to DRT_OPENCL_PLATFORM and
-/// DRT_OPENCL_DEVICE). A choice that matches nothing is InvalidArgument
-/// listing every device the loader reports.
-Expected<SelectedDevice> selectDevice(const DeviceConfig &config);
+/// DRT_OPENCL_DEVICE), calling OpenCL through \p driver. A choice that
+/// matches nothing is InvalidArgument listing every device the loader
+/// reports.
+Expected<SelectedDevice> selectDevice(OpenCLDriver &driver,
+                                      const DeviceConfig &config);
 
 } // namespace drt::opencl
 

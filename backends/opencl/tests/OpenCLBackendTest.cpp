@@ -130,9 +130,9 @@ TEST(OpenCLBackend, DeclaresItsParametersAndTheConfigurationsToTest) {
   std::vector<std::string> names;
   for (const BackendParameter &p : info->parameters)
     names.push_back(p.name);
-  EXPECT_EQ(names,
-            (std::vector<std::string>{"platform", "device", "device-index",
-                                      "pinned-staging", "shared-context"}));
+  EXPECT_EQ(names, (std::vector<std::string>{
+                       "platform", "device", "device-index", "pinned-staging",
+                       "shared-context", "driver-faults"}));
   auto configurations =
       BackendRegistry::instance().configurationsToTest("opencl");
   ASSERT_TRUE(configurations);

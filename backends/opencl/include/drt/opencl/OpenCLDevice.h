@@ -19,6 +19,8 @@
 //   shared-context  0 to create a context and build the kernels of its own
 //                   instead of sharing those of the device's other managers
 //                   in the process (default 1)
+//   driver-faults   driver calls to fail, from the first call init() makes:
+//                   "CALL:NTH:STATUS,..." (parseDriverFaults; default none)
 // Any other key, or a value outside a parameter's allowed values, makes
 // init() fail with InvalidArgument; so does a memory budget larger than the
 // device's global memory.
@@ -33,6 +35,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -80,6 +83,70 @@ Capabilities openCLCapabilities();
 /// tests (pinned-staging and shared-context, both ways).
 const std::vector<BackendParameter> &openCLParameters();
 
+/// The OpenCL entry points the backend calls, each through one seam
+/// (src/OpenCLDriver.h) where a planned driver fault can make a call fail
+/// without reaching the driver. CommandExecutionStatus is no entry point: it
+/// is the execution status of a submitted command, read when the command
+/// completes (a fault makes the command fail as a device does when it
+/// faults or is lost), counted per command submitted.
+enum class OpenCLCall : uint8_t {
+  GetPlatformIDs,
+  GetPlatformInfo,
+  GetDeviceIDs,
+  GetDeviceInfo,
+  CreateContext,
+  RetainContext,
+  ReleaseContext,
+  CreateCommandQueue,
+  ReleaseCommandQueue,
+  CreateProgramWithSource,
+  BuildProgram,
+  GetProgramBuildInfo,
+  RetainProgram,
+  ReleaseProgram,
+  CreateKernel,
+  ReleaseKernel,
+  SetKernelArg,
+  CreateBuffer,
+  RetainMemObject,
+  ReleaseMemObject,
+  EnqueueWriteBuffer,
+  EnqueueReadBuffer,
+  EnqueueCopyBuffer,
+  EnqueueMapBuffer,
+  EnqueueUnmapMemObject,
+  EnqueueNDRangeKernel,
+  Flush,
+  Finish,
+  WaitForEvents,
+  GetEventInfo,
+  ReleaseEvent,
+  CommandExecutionStatus,
+};
+/// Number of OpenCLCall values.
+inline constexpr size_t NumOpenCLCalls =
+    size_t(OpenCLCall::CommandExecutionStatus) + 1;
+
+/// "clCreateBuffer", ..., "command-execution-status".
+std::string_view openCLCallName(OpenCLCall call);
+/// The call named \p name (as openCLCallName writes it), or nullopt.
+std::optional<OpenCLCall> parseOpenCLCall(std::string_view name);
+
+/// A planned driver failure: the \p nth next call of \p call that one
+/// device manager makes (1 = the next) returns \p status instead of reaching
+/// the driver (an object-creating call returns a null object and sets its
+/// error code to \p status).
+struct DriverFault {
+  OpenCLCall call = OpenCLCall::CreateBuffer;
+  unsigned nth = 1;
+  int32_t status = -5;
+};
+
+/// Parses "CALL:NTH:STATUS[,CALL:NTH:STATUS...]" (STATUS a name such as
+/// CL_OUT_OF_RESOURCES or a negative number), as the device parameter
+/// `driver-faults` takes it; InvalidArgument naming the part that is wrong.
+Expected<std::vector<DriverFault>> parseDriverFaults(std::string_view text);
+
 /// One OpenCL device as a drt::DeviceManager. Not final: a test layer (the
 /// self-test's mutants) may derive from it to change one hook.
 class OpenCLDeviceManager : public DeviceManager {
@@ -122,6 +189,15 @@ public:
   double buildSeconds() const;
   /// True when transfers go through pinned (CL_MEM_ALLOC_HOST_PTR) staging.
   bool usesPinnedStaging() const;
+  /// Plans \p fault on this manager's calls from now on (init-time faults
+  /// come from the `driver-faults` parameter). InvalidArgument when nth is
+  /// 0 or the status is not a negative (error) status; DeviceLost when the
+  /// device is shut down. The failure takes the backend's own error path:
+  /// what a real driver failing there would cause.
+  Error injectDriverFault(const DriverFault &fault);
+  /// Calls of each kind this manager made through the seam (index: an
+  /// OpenCLCall), struck ones included.
+  std::vector<uint64_t> driverCalls() const;
 
 protected:
   Expected<DeviceLocation> allocate(uint64_t bytes) override;

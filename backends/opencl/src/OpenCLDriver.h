@@ -1,0 +1,260 @@
+//===- OpenCLDriver.h - The seam between the backend and OpenCL -*- C++ -*-===//
+//
+// Every OpenCL entry point the backend calls goes through an OpenCLDriver:
+// one member per entry point, with the entry point's signature. A driver
+// counts the calls of each kind and, where a DriverFault is planned, makes
+// the planned call fail with its status instead of calling OpenCL, so that
+// a test (or the suite's inject-fault, or the `driver-faults` parameter)
+// drives the backend's own error paths with what a real driver returns.
+// The fast path, with no fault planned, is one relaxed atomic load and one
+// relaxed increment.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DRT_OPENCL_OPENCLDRIVER_H
+#define DRT_OPENCL_OPENCLDRIVER_H
+
+#include "drt/opencl/OpenCLDevice.h"
+
+#include <CL/cl.h>
+
+#include <array>
+#include <atomic>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+namespace drt::opencl {
+
+class OpenCLDriver {
+public:
+  /// Plans \p fault: the fault.nth-th call of fault.call from now on fails.
+  void plan(const DriverFault &fault) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    planned_.push_back({fault.call, fault.nth, fault.status});
+    armed_.store(true, std::memory_order_relaxed);
+  }
+
+  /// Counts one call of \p call; the status it must fail with when a
+  /// planned fault strikes it, else nullopt.
+  std::optional<cl_int> strike(OpenCLCall call) {
+    calls_[size_t(call)].fetch_add(1, std::memory_order_relaxed);
+    if (!armed_.load(std::memory_order_relaxed))
+      return std::nullopt;
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto it = planned_.begin(); it != planned_.end(); ++it) {
+      if (it->call != call || --it->remaining != 0)
+        continue;
+      cl_int status = it->status;
+      planned_.erase(it);
+      armed_.store(!planned_.empty(), std::memory_order_relaxed);
+      return status;
+    }
+    return std::nullopt;
+  }
+
+  /// Calls of each kind so far.
+  std::vector<uint64_t> calls() const {
+    std::vector<uint64_t> out;
+    for (const auto &c : calls_)
+      out.push_back(c.load(std::memory_order_relaxed));
+    return out;
+  }
+
+  // The entry points, in the order of OpenCLCall.
+  cl_int getPlatformIDs(cl_uint n, cl_platform_id *platforms, cl_uint *count) {
+    if (auto st = strike(OpenCLCall::GetPlatformIDs))
+      return *st;
+    return clGetPlatformIDs(n, platforms, count);
+  }
+  cl_int getPlatformInfo(cl_platform_id p, cl_platform_info what, size_t size,
+                         void *value, size_t *sizeRet) {
+    if (auto st = strike(OpenCLCall::GetPlatformInfo))
+      return *st;
+    return clGetPlatformInfo(p, what, size, value, sizeRet);
+  }
+  cl_int getDeviceIDs(cl_platform_id p, cl_device_type type, cl_uint n,
+                      cl_device_id *devices, cl_uint *count) {
+    if (auto st = strike(OpenCLCall::GetDeviceIDs))
+      return *st;
+    return clGetDeviceIDs(p, type, n, devices, count);
+  }
+  cl_int getDeviceInfo(cl_device_id d, cl_device_info what, size_t size,
+                       void *value, size_t *sizeRet) {
+    if (auto st = strike(OpenCLCall::GetDeviceInfo))
+      return *st;
+    return clGetDeviceInfo(d, what, size, value, sizeRet);
+  }
+  cl_context createContext(const cl_context_properties *properties, cl_uint n,
+                           const cl_device_id *devices, cl_int *rc) {
+    if (auto st = strike(OpenCLCall::CreateContext))
+      return failed<cl_context>(rc, *st);
+    return clCreateContext(properties, n, devices, nullptr, nullptr, rc);
+  }
+  cl_int retainContext(cl_context c) {
+    if (auto st = strike(OpenCLCall::RetainContext))
+      return *st;
+    return clRetainContext(c);
+  }
+  cl_int releaseContext(cl_context c) {
+    if (auto st = strike(OpenCLCall::ReleaseContext))
+      return *st;
+    return clReleaseContext(c);
+  }
+  cl_command_queue createCommandQueue(cl_context c, cl_device_id d,
+                                      cl_int *rc) {
+    if (auto st = strike(OpenCLCall::CreateCommandQueue))
+      return failed<cl_command_queue>(rc, *st);
+    return clCreateCommandQueue(c, d, 0, rc);
+  }
+  cl_int releaseCommandQueue(cl_command_queue q) {
+    if (auto st = strike(OpenCLCall::ReleaseCommandQueue))
+      return *st;
+    return clReleaseCommandQueue(q);
+  }
+  cl_program createProgramWithSource(cl_context c, const char *source,
+                                     cl_int *rc) {
+    if (auto st = strike(OpenCLCall::CreateProgramWithSource))
+      return failed<cl_program>(rc, *st);
+    return clCreateProgramWithSource(c, 1, &source, nullptr, rc);
+  }
+  cl_int buildProgram(cl_program p, cl_device_id d, const char *options) {
+    if (auto st = strike(OpenCLCall::BuildProgram))
+      return *st;
+    return clBuildProgram(p, 1, &d, options, nullptr, nullptr);
+  }
+  cl_int getProgramBuildInfo(cl_program p, cl_device_id d,
+                             cl_program_build_info what, size_t size,
+                             void *value, size_t *sizeRet) {
+    if (auto st = strike(OpenCLCall::GetProgramBuildInfo))
+      return *st;
+    return clGetProgramBuildInfo(p, d, what, size, value, sizeRet);
+  }
+  cl_int retainProgram(cl_program p) {
+    if (auto st = strike(OpenCLCall::RetainProgram))
+      return *st;
+    return clRetainProgram(p);
+  }
+  cl_int releaseProgram(cl_program p) {
+    if (auto st = strike(OpenCLCall::ReleaseProgram))
+      return *st;
+    return clReleaseProgram(p);
+  }
+  cl_kernel createKernel(cl_program p, const char *name, cl_int *rc) {
+    if (auto st = strike(OpenCLCall::CreateKernel))
+      return failed<cl_kernel>(rc, *st);
+    return clCreateKernel(p, name, rc);
+  }
+  cl_int releaseKernel(cl_kernel k) {
+    if (auto st = strike(OpenCLCall::ReleaseKernel))
+      return *st;
+    return clReleaseKernel(k);
+  }
+  cl_int setKernelArg(cl_kernel k, cl_uint index, size_t size,
+                      const void *value) {
+    if (auto st = strike(OpenCLCall::SetKernelArg))
+      return *st;
+    return clSetKernelArg(k, index, size, value);
+  }
+  cl_mem createBuffer(cl_context c, cl_mem_flags flags, size_t size,
+                      cl_int *rc) {
+    if (auto st = strike(OpenCLCall::CreateBuffer))
+      return failed<cl_mem>(rc, *st);
+    return clCreateBuffer(c, flags, size, nullptr, rc);
+  }
+  cl_int retainMemObject(cl_mem m) {
+    if (auto st = strike(OpenCLCall::RetainMemObject))
+      return *st;
+    return clRetainMemObject(m);
+  }
+  cl_int releaseMemObject(cl_mem m) {
+    if (auto st = strike(OpenCLCall::ReleaseMemObject))
+      return *st;
+    return clReleaseMemObject(m);
+  }
+  cl_int enqueueWriteBuffer(cl_command_queue q, cl_mem m, size_t size,
+                            const void *src, cl_event *event) {
+    if (auto st = strike(OpenCLCall::EnqueueWriteBuffer))
+      return *st;
+    return clEnqueueWriteBuffer(q, m, CL_FALSE, 0, size, src, 0, nullptr,
+                                event);
+  }
+  cl_int enqueueReadBuffer(cl_command_queue q, cl_mem m, size_t size, void *dst,
+                           cl_event *event) {
+    if (auto st = strike(OpenCLCall::EnqueueReadBuffer))
+      return *st;
+    return clEnqueueReadBuffer(q, m, CL_FALSE, 0, size, dst, 0, nullptr, event);
+  }
+  cl_int enqueueCopyBuffer(cl_command_queue q, cl_mem from, cl_mem to,
+                           size_t size, cl_event *event) {
+    if (auto st = strike(OpenCLCall::EnqueueCopyBuffer))
+      return *st;
+    return clEnqueueCopyBuffer(q, from, to, 0, 0, size, 0, nullptr, event);
+  }
+  void *enqueueMapBuffer(cl_command_queue q, cl_mem m, cl_bool blocking,
+                         cl_map_flags flags, size_t size, cl_event *event,
+                         cl_int *rc) {
+    if (auto st = strike(OpenCLCall::EnqueueMapBuffer))
+      return failed<void *>(rc, *st);
+    return clEnqueueMapBuffer(q, m, blocking, flags, 0, size, 0, nullptr, event,
+                              rc);
+  }
+  cl_int enqueueUnmapMemObject(cl_command_queue q, cl_mem m, void *mapped) {
+    if (auto st = strike(OpenCLCall::EnqueueUnmapMemObject))
+      return *st;
+    return clEnqueueUnmapMemObject(q, m, mapped, 0, nullptr, nullptr);
+  }
+  cl_int enqueueNDRangeKernel(cl_command_queue q, cl_kernel k,
+                              const size_t *global, cl_event *event) {
+    if (auto st = strike(OpenCLCall::EnqueueNDRangeKernel))
+      return *st;
+    return clEnqueueNDRangeKernel(q, k, 1, nullptr, global, nullptr, 0, nullptr,
+                                  event);
+  }
+  cl_int flush(cl_command_queue q) {
+    if (auto st = strike(OpenCLCall::Flush))
+      return *st;
+    return clFlush(q);
+  }
+  cl_int finish(cl_command_queue q) {
+    if (auto st = strike(OpenCLCall::Finish))
+      return *st;
+    return clFinish(q);
+  }
+  cl_int waitForEvents(cl_event event) {
+    if (auto st = strike(OpenCLCall::WaitForEvents))
+      return *st;
+    return clWaitForEvents(1, &event);
+  }
+  cl_int getEventInfo(cl_event event, cl_event_info what, size_t size,
+                      void *value) {
+    if (auto st = strike(OpenCLCall::GetEventInfo))
+      return *st;
+    return clGetEventInfo(event, what, size, value, nullptr);
+  }
+  cl_int releaseEvent(cl_event event) {
+    if (auto st = strike(OpenCLCall::ReleaseEvent))
+      return *st;
+    return clReleaseEvent(event);
+  }
+
+private:
+  template <typename T> static T failed(cl_int *rc, cl_int status) {
+    if (rc)
+      *rc = status;
+    return nullptr;
+  }
+
+  struct Planned {
+    OpenCLCall call;
+    unsigned remaining;
+    cl_int status;
+  };
+  std::mutex mutex_;
+  std::vector<Planned> planned_;
+  std::atomic<bool> armed_{false};
+  std::array<std::atomic<uint64_t>, NumOpenCLCalls> calls_{};
+};
+
+} // namespace drt::opencl
+
+#endif // DRT_OPENCL_OPENCLDRIVER_H
