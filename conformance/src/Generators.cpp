@@ -66,6 +66,13 @@ public:
     }
     focus_.reset();
     std::optional<Command> c = draw(kind);
+    if (p_.pipelinePercent && c &&
+        (c->kind == CommandKind::ToDevice ||
+         c->kind == CommandKind::FromDevice) &&
+        rng_.percent(p_.pipelinePercent))
+      c->noWait = true;
+    if (c)
+      busyTensor_ = c->noWait ? std::optional(c->target) : std::nullopt;
     if (c && c->kind == CommandKind::InjectFault && rng_.percent(60))
       focus_ = kindHitting(c->fault.site);
     // A freed block is what a caching allocator hands out next: allocate
@@ -189,6 +196,9 @@ private:
   /// states present, weighted), then mostly an owner (owners move residency,
   /// views observe it).
   Name pickTensor() {
+    if (busyTensor_ && rng_.percent(70))
+      if (auto it = m_.tensors().find(*busyTensor_); it != m_.tensors().end())
+        return &it->first;
     unsigned total = 0;
     for (int g = 0; g < 5; ++g)
       if (!ch_.groups[g].empty())
@@ -760,6 +770,9 @@ private:
   Model &m_;
   Choices ch_;
   std::optional<CommandKind> focus_;
+  /// The tensor of a transfer just issued without waiting: the next
+  /// commands often act on it while it is busy.
+  std::optional<std::string> busyTensor_;
   /// The size of a block just freed: the next raw allocation takes it.
   std::optional<uint64_t> reuseBytes_;
   /// The type a run lacked a tensor of: the next create makes one.

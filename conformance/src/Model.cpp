@@ -666,6 +666,25 @@ Outcome Model::ensureOutputs(const Command &c, Step &step) {
 ModelStep Model::apply(const Command &c) {
   Step step;
   step.labels.push_back(std::string(commandKindName(c.kind)));
+  // A command on a record whose transfer was issued without waiting meets
+  // it busy: the framework makes it wait, so its outcome is the one it has
+  // in program order, which is what the model computes.
+  if (!pendingRecords_.empty()) {
+    auto meets = [&](const std::string &name) {
+      const ModelTensor *t = tensor(name);
+      return t && !t->empty() && pendingRecords_.count(t->record);
+    };
+    bool busy = meets(c.target) || meets(c.source);
+    for (const auto &[ph, name] : c.bindings)
+      busy = busy || meets(name);
+    if (busy) {
+      step.labels.push_back("meets-pending-transfer");
+      step.labels.push_back(std::string(commandKindName(c.kind)) +
+                            "-meets-pending-transfer");
+    }
+  }
+  if (!c.noWait)
+    pendingRecords_.clear();
   auto before = [&](const std::string &name) {
     const ModelRecord *r = recordOf(name);
     step.labels.push_back(std::string(commandKindName(c.kind)) + "@" +
@@ -904,6 +923,8 @@ ModelStep Model::apply(const Command &c) {
     else
       device(c.device).faults.push_back(
           {c.fault.site, c.fault.nth, c.fault.code});
+    if (c.fault.code == ErrorCode::DeviceLost)
+      device(c.device).lossPlanned = true;
     break;
   case CommandKind::Alloc: {
     ModelDevice &d = device(c.device);
@@ -942,6 +963,11 @@ ModelStep Model::apply(const Command &c) {
     step.callbacks = 1;
   if (o != Outcome::ok())
     step.labels.push_back("outcome-" + o.toString());
+  if (c.noWait) {
+    step.labels.push_back("issued-without-waiting");
+    if (const ModelTensor *t = tensor(c.target); t && !t->empty())
+      pendingRecords_.insert(t->record);
+  }
   return step;
 }
 
@@ -989,15 +1015,21 @@ bool commandFitsModel(const Command &c, const Model &model) {
     return has(c.target);
   case CommandKind::ToDevice:
     return has(c.target) && hasDevice(c.device) &&
-           (c.location.empty() || locationOn(c.location, c.device));
+           (c.location.empty() || locationOn(c.location, c.device)) &&
+           (!c.noWait || !model.devices().at(c.device).lossPlanned);
   case CommandKind::FromDevice:
+    return has(c.target) && hasDevice(c.device) &&
+           (!c.noWait || !model.devices().at(c.device).lossPlanned);
   case CommandKind::Release:
   case CommandKind::DoubleRelease:
     return has(c.target) && hasDevice(c.device);
   case CommandKind::AddNetwork:
+    return hasDevice(c.device);
   case CommandKind::Shutdown:
   case CommandKind::InjectFault:
-    return hasDevice(c.device);
+    // Not while transfers issued without waiting are pending: what they
+    // would do to them is a matter of timing (validateScenario).
+    return hasDevice(c.device) && !model.transfersPending();
   case CommandKind::Run:
     for (const auto &[ph, t] : c.bindings)
       if (!has(t))

@@ -262,6 +262,30 @@ std::vector<PropertyFamily> makeFamilies() {
                  return p;
                },
                {"run-input-moved-across-backends", "run-succeeded"}});
+  f.push_back(
+      {"pipelined",
+       "transfers issued without waiting; the commands after them "
+       "meet the record busy and wait for it",
+       needsResident,
+       [] {
+         auto w = baseWeights();
+         w[K::ToDevice] = 10;
+         w[K::FromDevice] = 8;
+         w[K::Read] = 6;
+         w[K::Write] = 4;
+         w[K::Release] = 3;
+         w[K::Refill] = 2;
+         w[K::AddNetwork] = 2;
+         w[K::Run] = 4;
+         GeneratorProfile p = oneDevice(w);
+         p.devices.push_back(device("d1"));
+         p.space.elemKinds = {ElemKind::Float32};
+         p.pipelinePercent = 60;
+         return p;
+       },
+       {"issued-without-waiting", "read-meets-pending-transfer",
+        "write-meets-pending-transfer", "from-device-meets-pending-transfer",
+        "to-device-meets-pending-transfer"}});
   f.push_back({"faults",
                "injected out-of-memory, failing transfers and runs, lost "
                "devices leave records consistent",

@@ -226,6 +226,10 @@ struct Observation {
   Outcome outcome;
   std::string message;
   int callbacks = 0;
+  /// For a command issued without waiting: its callback's probe, waited for
+  /// after the next command that waits (null once it raised a violation,
+  /// which comes before any work).
+  std::shared_ptr<CallbackProbe> pending;
 };
 
 /// The outcome and callbacks of a step against what the model predicts.
@@ -425,8 +429,12 @@ public:
   /// message and callbacks of \p obs.
   void execute(const Command &c, const Model &model, Observation &obs) {
     std::shared_ptr<CallbackProbe> probe;
+    // A transfer issued without waiting completes while later steps change
+    // the model and the tensors: its callback records the outcome only.
     Tensor *transferred = nullptr;
-    if (c.kind == CommandKind::ToDevice || c.kind == CommandKind::FromDevice)
+    if ((c.kind == CommandKind::ToDevice ||
+         c.kind == CommandKind::FromDevice) &&
+        !c.noWait)
       if (auto it = tensors_.find(c.target); it != tensors_.end())
         transferred = it->second.get();
     bool fetched = c.kind == CommandKind::FromDevice;
@@ -476,6 +484,10 @@ public:
     obs.blocked = watchdog_.disarm();
     transferProbe_ = transferred ? probe : nullptr;
     missedCallback_ = false;
+    if (probe && c.noWait && obs.outcome.kind != Outcome::Kind::Violation) {
+      obs.pending = probe;
+      return;
+    }
     if (probe) {
       // A violation is raised before the operation starts: no callback. A
       // synchronous backend calls back before the call returns, so no wait.
@@ -495,6 +507,22 @@ public:
     if (obs.outcome.kind != Outcome::Kind::Violation && result) {
       obs.outcome = Outcome::error(result.code());
       obs.message = result.message();
+    }
+  }
+
+  /// Waits for the callback of a command issued without waiting and fills
+  /// \p obs as execute() does for one that waits.
+  void awaitPending(const std::shared_ptr<CallbackProbe> &probe,
+                    Observation &obs) {
+    obs.callbacks = probe->wait(timeoutMs_, SettledGraceMs,
+                                [this] { return inFlight() == 0; });
+    probe->close();
+    if (obs.callbacks == 0)
+      return;
+    std::lock_guard<std::mutex> lock(probe->mutex);
+    if (probe->first) {
+      obs.outcome = Outcome::error(probe->first.code());
+      obs.message = probe->first.message();
     }
   }
 
@@ -1081,6 +1109,8 @@ std::string traceLine(size_t step, const std::string &command,
     s += " (" + obs.message + ")";
   if (obs.callbacks)
     s += " [" + std::to_string(obs.callbacks) + " callback]";
+  if (obs.pending)
+    s += " [issued, not waited for]";
   return s + session.describe();
 }
 
@@ -1209,6 +1239,31 @@ void runInto(const Scenario &scenario, const RunOptions &options,
         Divergence{step, command, backend, d.what, d.expected, d.observed};
   };
 
+  // Commands issued without waiting, per session, until the next command
+  // that waits: the step, its text and what the model predicted.
+  struct Pending {
+    std::shared_ptr<CallbackProbe> probe;
+    size_t step;
+    std::string command;
+    ModelStep predicted;
+  };
+  std::map<Session *, std::vector<Pending>> pending;
+  // Waits for every pending command of \p session and checks its outcome
+  // and callbacks; false after a divergence (reported at its own step).
+  auto drain = [&](Session *session) {
+    std::vector<Pending> waiting = std::move(pending[session]);
+    pending[session].clear();
+    for (Pending &p : waiting) {
+      Observation observed;
+      session->awaitPending(p.probe, observed);
+      if (std::optional<Difference> d = compareOutcome(p.predicted, observed)) {
+        diverge(p.step, p.command, session->backend(), *d);
+        return false;
+      }
+    }
+    return true;
+  };
+
   // One step on each lane's model and sessions; false after a divergence.
   // \p written: a command of the scenario (not the runner's read-back);
   // \p only: the one lane a read-back step is for, or all lanes when null.
@@ -1286,7 +1341,15 @@ void runInto(const Scenario &scenario, const RunOptions &options,
           options.trace((sessions.size() > 1 ? "[" + session->backend() + "] "
                                              : std::string()) +
                         traceLine(step, text(), observed, *session));
+        // Issued without waiting: checked after the next command that waits.
+        if (observed.pending) {
+          pending[session].push_back(
+              {std::move(observed.pending), step, text(), predicted});
+          continue;
+        }
         std::optional<Difference> d = compareOutcome(predicted, observed);
+        if (!d && !drain(session))
+          return false;
         if (!d)
           d = session->compareState(m, named, sweep, false);
         if (!d)
@@ -1302,6 +1365,9 @@ void runInto(const Scenario &scenario, const RunOptions &options,
 
   for (size_t i = 0; i < scenario.commands.size(); ++i)
     if (!runStep(scenario.commands[i], i + 1, true, nullptr))
+      return;
+  for (auto &s : sessions)
+    if (!drain(s.get()))
       return;
 
   // Final read-back: every record still on a device is brought back (kept

@@ -80,7 +80,8 @@ bool operator==(const Command &a, const Command &b) {
          a.release == b.release && a.location == b.location &&
          a.bytes == b.bytes && a.fault.site == b.fault.site &&
          a.fault.nth == b.fault.nth && a.fault.code == b.fault.code &&
-         a.nodes == b.nodes && a.bindings == b.bindings && a.expect == b.expect;
+         a.nodes == b.nodes && a.bindings == b.bindings &&
+         a.expect == b.expect && a.noWait == b.noWait;
 }
 
 std::vector<Placeholder>
@@ -387,6 +388,11 @@ std::string validateScenario(const Scenario &scenario) {
   for (const DeviceSpec &d : scenario.devices)
     if (!devices.insert(d.name).second)
       return "device '" + d.name + "' is declared twice";
+  // Transfers issued with '&' and not yet waited for, and the devices that
+  // a planned DeviceLost may shut down: a shutdown meeting pending work
+  // would make its outcome a matter of timing.
+  bool pending = false;
+  std::unordered_set<std::string> mayBeLost;
   for (size_t i = 0; i < scenario.commands.size(); ++i) {
     const Command &c = scenario.commands[i];
     // Named only in a problem: building it for every command would cost a
@@ -395,6 +401,23 @@ std::string validateScenario(const Scenario &scenario) {
       return "step " + std::to_string(i + 1) + " (" +
              std::string(commandKindName(c.kind)) + "): ";
     };
+    if (c.noWait && c.kind != CommandKind::ToDevice &&
+        c.kind != CommandKind::FromDevice)
+      return step() + "only to-device and from-device can be issued without "
+                      "waiting ('&')";
+    if (pending &&
+        (c.kind == CommandKind::Shutdown || c.kind == CommandKind::InjectFault))
+      return step() + "a transfer issued with '&' is still pending: a "
+                      "command without '&' must come first (what a shutdown "
+                      "or a fault does to pending work depends on timing)";
+    if (c.noWait && mayBeLost.count(c.device))
+      return step() + "'&' on device '" + c.device +
+             "', where a planned DeviceLost fault may shut the device down "
+             "while the transfer is pending";
+    if (c.kind == CommandKind::InjectFault &&
+        c.fault.code == ErrorCode::DeviceLost)
+      mayBeLost.insert(c.device);
+    pending = c.noWait;
     auto needTensor = [&](const std::string &name) -> std::string {
       return tensors.count(name) ? ""
                                  : step() + "unknown tensor '" + name + "'";

@@ -485,6 +485,13 @@ Command parseCommand(LineParser &p, CommandKind kind) {
     c.device = p.name("a device name");
     break;
   }
+  if (!p.atEnd() && p.peek()->text == "&") {
+    if (kind != CommandKind::ToDevice && kind != CommandKind::FromDevice)
+      p.fail("end of line or '-> OUTCOME' ('&', issuing without waiting, "
+             "follows to-device and from-device only)");
+    p.next("");
+    c.noWait = true;
+  }
   if (!p.atEnd() && p.peek()->text == "->") {
     p.next("");
     c.expect = parseOutcome(p);
@@ -695,6 +702,8 @@ std::string printCommand(const Command &c) {
     add(std::to_string(c.bytes));
     break;
   }
+  if (c.noWait)
+    s += " &";
   if (c.expect.kind != Outcome::Kind::Ok)
     s += " -> " + c.expect.toString();
   return s;

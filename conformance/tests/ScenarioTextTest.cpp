@@ -14,6 +14,7 @@ namespace {
 
 const char *EveryCommand = R"(device d0 budget=4096 copy-to-host
 device d1 async=1 seed=7
+device r backend=fake budget=128
 create a f32 [2x4] fill=3
 create s i32 []
 view v a [4] at=2
@@ -22,9 +23,9 @@ alloc L0 d0 64
 move-construct b a
 move-assign c b
 self-move c
-to-device c d0
+to-device c d0 &
 to-device c d0 at=L0 -> error InvalidArgument
-from-device c d0 keep
+from-device c d0 keep &
 from-device c d0 release
 release c d0
 double-release c d0
@@ -57,8 +58,11 @@ std::string parseError(const std::string &text) {
 
 TEST(ScenarioText, EveryCommandRoundTrips) {
   Scenario s = parseOk(EveryCommand);
-  EXPECT_EQ(s.devices.size(), 2u);
+  EXPECT_EQ(s.devices.size(), 3u);
+  EXPECT_EQ(s.devices[2].backend, "fake");
   EXPECT_EQ(s.commands.size(), 25u);
+  EXPECT_TRUE(s.commands[10].noWait);
+  EXPECT_FALSE(s.commands[11].noWait);
   EXPECT_EQ(printScenario(s), EveryCommand);
 }
 
@@ -92,6 +96,26 @@ TEST(ScenarioText, ErrorsNameLineColumnAndWhatWasExpected) {
             "tensor 'b'");
   EXPECT_EQ(parseError("device d0\nadd-network n d0 f32 [4] o=pow(x)\n"),
             "2:28: expected an op (add, mul, relu, scale, copy), found 'pow'");
+  // '&' follows transfers only, and pending transfers must not meet a
+  // shutdown or a fault, nor go to a device a DeviceLost may shut down.
+  EXPECT_EQ(parseError("device d0\ncreate a f32 [4]\nread a &\n"),
+            "3:8: expected end of line or '-> OUTCOME' ('&', issuing without "
+            "waiting, follows to-device and from-device only), found '&'");
+  EXPECT_NE(parseError("device d0\ncreate a f32 [4]\nto-device a d0 &\n"
+                       "shutdown d0\n")
+                .find("step 3 (shutdown): a transfer issued with '&' is still "
+                      "pending"),
+            std::string::npos);
+  EXPECT_NE(parseError("device d0\ncreate a f32 [4]\n"
+                       "inject-fault d0 run nth=3 DeviceLost\n"
+                       "to-device a d0 &\n")
+                .find("step 3 (to-device): '&' on device 'd0', where a "
+                      "planned DeviceLost fault"),
+            std::string::npos);
+  EXPECT_EQ(parseError("device d0\ncreate a f32 [4]\nto-device a d0 &\n"
+                       "read a -> violation host-access-while-device\n"
+                       "shutdown d0\n"),
+            "parsed");
 }
 
 TEST(ScenarioText, ValueClassesAreWrittenByName) {

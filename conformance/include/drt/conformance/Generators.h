@@ -52,6 +52,10 @@ struct GeneratorProfile {
   /// Fault codes inject-fault chooses from.
   std::vector<ErrorCode> faultCodes = {ErrorCode::DeviceError,
                                        ErrorCode::DeviceLost};
+  /// Percent of to-device and from-device commands issued without waiting
+  /// ('&'); the commands after one often act on the same tensor while its
+  /// transfer is pending. 0: every command waits.
+  unsigned pipelinePercent = 0;
   /// When set, each device's budget is drawn relative to the sizes the
   /// scenario allocates (exact fits and one-byte misses happen), replacing
   /// the budgets in `devices`.

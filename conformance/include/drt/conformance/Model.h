@@ -119,6 +119,9 @@ struct ModelDevice {
   uint64_t allocations = 0;
   size_t peakLive = 0;
   std::vector<ModelFault> faults;
+  /// A DeviceLost fault was planned here at some point: it may shut the
+  /// device down, so no transfer on it may be issued without waiting.
+  bool lossPlanned = false;
   /// Networks added (and not evicted) on the device: name to add command.
   std::map<std::string, Command> networks;
 
@@ -169,6 +172,10 @@ public:
   /// Frees the remaining raw locations and destroys every tensor, as the
   /// runner's teardown does.
   void teardown();
+
+  /// True while transfers issued without waiting ('&') have not been waited
+  /// for: until the next command written without '&'.
+  bool transfersPending() const { return !pendingRecords_.empty(); }
 
   const std::map<std::string, ModelTensor> &tensors() const { return tensors_; }
   const std::map<int, ModelRecord> &records() const { return records_; }
@@ -238,6 +245,9 @@ private:
   std::map<std::string, ModelContext> contexts_;
   std::map<std::string, std::string> networkDevice_;
   std::map<std::string, std::string> placement_;
+  /// The records of the transfers issued without waiting since the last
+  /// command that waits.
+  std::set<int> pendingRecords_;
 };
 
 /// True when \p command names only objects that \p model can act on (tensors

@@ -136,6 +136,11 @@ struct Command {
   std::vector<std::pair<std::string, std::string>> bindings;
   /// The outcome the step is expected to have.
   Outcome expect;
+  /// to-device and from-device written with a trailing '&': issued without
+  /// waiting for its callback. Later commands may then meet the record
+  /// busy (and must wait for it); the outcome and the callback are checked
+  /// after the next command written without '&'.
+  bool noWait = false;
 
   friend bool operator==(const Command &a, const Command &b);
 };
