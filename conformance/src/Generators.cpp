@@ -841,10 +841,17 @@ Scenario ScenarioGenerator::generate(ChoiceSource &rng, size_t steps) const {
       /*trackContents=*/false);
   Drawing drawing(profile_, rng, model);
   s.commands.reserve(steps);
+  // Room for the parallel block: a view per branch of each shared record,
+  // and the branches' commands.
+  size_t block = 0;
+  if (profile_.parallelBranches > 1)
+    block =
+        std::min(steps / 2, size_t(MaxBranches) * (2 + profile_.branchLength));
+  size_t sequentialSteps = steps - block;
   // A drawn kind can be impossible in the current state; a few redraws
   // always find one (create is always possible below maxTensors).
-  for (size_t attempts = 0;
-       s.commands.size() < steps && attempts < 4 * steps && !rng.exhausted();
+  for (size_t attempts = 0; s.commands.size() < sequentialSteps &&
+                            attempts < 4 * steps && !rng.exhausted();
        ++attempts) {
     std::optional<Command> c = drawing.next();
     if (!c || !commandFitsModel(*c, model))
@@ -852,7 +859,78 @@ Scenario ScenarioGenerator::generate(ChoiceSource &rng, size_t steps) const {
     c->expect = model.apply(*c).outcome;
     s.commands.push_back(std::move(*c));
   }
+  if (block && !rng.exhausted())
+    addParallelBlock(s, model, rng, steps);
   return s;
+}
+
+void ScenarioGenerator::addParallelBlock(Scenario &s, Model &model,
+                                         ChoiceSource &rng,
+                                         size_t steps) const {
+  // Up to two records the branches share, each through a full view per
+  // branch (a tensor object belongs to one branch).
+  std::vector<std::string> owners;
+  for (const auto &[name, t] : model.tensors())
+    if (!t.empty() && !t.isView)
+      owners.push_back(name);
+  if (owners.empty())
+    return;
+  std::vector<std::string> shared;
+  for (int k = 0; k < 2 && !owners.empty(); ++k) {
+    size_t i = rng.below(owners.size());
+    shared.push_back(owners[i]);
+    owners.erase(owners.begin() + ptrdiff_t(i));
+  }
+  int branches = int(rng.between(
+      2, uint64_t(std::min(profile_.parallelBranches, MaxBranches))));
+  std::vector<std::vector<std::string>> views(static_cast<size_t>(branches));
+  for (int b = 1; b <= branches; ++b)
+    for (const std::string &owner : shared) {
+      if (s.commands.size() + 1 >= steps)
+        break;
+      const ModelTensor &t = *model.tensor(owner);
+      Command v;
+      v.kind = CommandKind::View;
+      v.target = owner + "_" + std::to_string(b);
+      v.source = owner;
+      v.dims = t.dims;
+      if (model.tensor(v.target))
+        continue;
+      v.expect = model.apply(v).outcome;
+      s.commands.push_back(v);
+      views[size_t(b - 1)].push_back(v.target);
+    }
+  std::vector<std::string> devices;
+  for (const auto &[name, d] : model.devices())
+    devices.push_back(name);
+  static constexpr std::array<std::pair<CommandKind, unsigned>, 5> Kinds = {
+      {{CommandKind::ToDevice, 4},
+       {CommandKind::FromDevice, 3},
+       {CommandKind::Read, 2},
+       {CommandKind::Refill, 2},
+       {CommandKind::Release, 1}}};
+  for (int b = 1; b <= branches; ++b) {
+    if (views[size_t(b - 1)].empty())
+      continue;
+    size_t length = size_t(rng.between(1, profile_.branchLength));
+    for (size_t k = 0; k < length && s.commands.size() < steps; ++k) {
+      Command c;
+      unsigned at = unsigned(rng.below(12));
+      for (const auto &[kind, weight] : Kinds) {
+        if (at < weight) {
+          c.kind = kind;
+          break;
+        }
+        at -= weight;
+      }
+      c.branch = b;
+      c.target = views[size_t(b - 1)][rng.below(views[size_t(b - 1)].size())];
+      c.device = devices[rng.below(devices.size())];
+      c.release = rng.percent(50);
+      c.pattern = 1 + rng.below(200);
+      s.commands.push_back(c);
+    }
+  }
 }
 
 rc::Gen<Scenario> genScenario(const GeneratorProfile &profile,

@@ -14,6 +14,7 @@
 #include "drt/conformance/Runner.h"
 #include "drt/conformance/ScenarioText.h"
 
+#include <cstdlib>
 #include <exception>
 #include <filesystem>
 #include <fstream>
@@ -28,6 +29,7 @@ namespace {
 const char *Usage =
     " FILE --backend NAME [--against NAME]\n"
     "                  [--param KEY=VALUE]... [--plugin LIBRARY]... [--trace]\n"
+    "                  [--repeat N]\n"
     "Runs the scenario in FILE on backend NAME and compares it with the\n"
     "reference model after every step; exits 0 when it passes, 1 on a\n"
     "divergence, 2 on a usage, plugin, parse or setup error, 3 on an\n"
@@ -39,7 +41,9 @@ const char *Usage =
     "every device the scenario declares (drt-conformance --list shows each\n"
     "backend's parameters). --plugin LIBRARY (and DRT_PLUGINS, paths\n"
     "separated by ':') loads a shared library that registers backends.\n"
-    "--trace prints every step with its observations.\n";
+    "--trace prints every step with its observations. --repeat N runs the\n"
+    "scenario up to N times (1 to 100000) and stops at the first failure:\n"
+    "the interleavings of a parallel block vary from run to run.\n";
 
 std::string registeredBackends() {
   std::string out;
@@ -127,6 +131,7 @@ int run(int argc, char **argv, const ProgramSettings &settings) {
   std::string file, backend, against;
   ParameterMap parameters;
   bool trace = false;
+  unsigned long repeat = 1;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     bool hasValue = i + 1 < argc;
@@ -148,6 +153,15 @@ int run(int argc, char **argv, const ProgramSettings &settings) {
       pluginPaths.push_back(argv[++i]);
     } else if (arg == "--trace") {
       trace = true;
+    } else if (arg == "--repeat" && hasValue) {
+      const char *v = argv[++i];
+      char *end = nullptr;
+      repeat = std::strtoul(v, &end, 10);
+      if (!end || *end || end == v || repeat < 1 || repeat > 100000) {
+        std::cerr << program << ": --repeat expects a number from 1 to "
+                  << "100000, got '" << v << "'\n";
+        return 2;
+      }
     } else if (arg.rfind("--", 0) != 0 && file.empty()) {
       file = arg;
     } else {
@@ -220,18 +234,28 @@ int run(int argc, char **argv, const ProgramSettings &settings) {
   if (trace)
     options.trace = [](const std::string &line) { std::cout << line << "\n"; };
   RunResult result = runScenario(scenario, options);
+  unsigned long runs = 1;
+  while (runs < repeat && result.passed()) {
+    result = runScenario(scenario, options);
+    ++runs;
+  }
   if (!result.setupError.empty()) {
     std::cerr << program << ": " << file << " on " << where << ": "
               << result.setupError << "\n";
     return 2;
   }
+  std::string ofRuns = repeat > 1 ? ", run " + std::to_string(runs) + " of " +
+                                        std::to_string(repeat)
+                                  : "";
   if (result.divergence) {
-    std::cout << file << ": FAILED on " << where << "\n"
+    std::cout << file << ": FAILED on " << where << ofRuns << "\n"
               << result.divergence->toString();
     return 1;
   }
   std::cout << file << ": passed on " << where << " (" << result.steps
-            << " steps)\n";
+            << " steps"
+            << (repeat > 1 ? ", " + std::to_string(runs) + " runs" : "")
+            << ")\n";
   return 0;
 }
 

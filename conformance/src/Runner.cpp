@@ -510,6 +510,80 @@ public:
     }
   }
 
+  /// Executes a command of a parallel branch on the calling thread and waits
+  /// for its outcome. Safe beside other branches: it only looks the tensor
+  /// and the device up (branch commands create and destroy no name) and
+  /// keeps its callback probe to itself.
+  void executeInBranch(const Command &c, Observation &obs) {
+    auto probe = std::make_shared<CallbackProbe>();
+    probe->extraCalls = extraCalls_;
+    CompletionCallback callback = [probe](Error e) {
+      probe->record(std::move(e), [](const Error &) {});
+    };
+    Error result;
+    bool asynchronous = false;
+    try {
+      switch (c.kind) {
+      case CommandKind::ToDevice:
+        asynchronous = true;
+        device(c.device).transferToDevice(tensor(c.target), std::nullopt,
+                                          callback);
+        break;
+      case CommandKind::FromDevice:
+        asynchronous = true;
+        device(c.device).transferFromDevice(tensor(c.target), c.release,
+                                            callback);
+        break;
+      case CommandKind::Release:
+        result = device(c.device).releaseDeviceTensor(tensor(c.target));
+        break;
+      case CommandKind::Read:
+        (void)tensor(c.target).hostBytes();
+        break;
+      case CommandKind::Refill: {
+        Tensor &t = tensor(c.target);
+        auto bytes = patternBytes(t.elemKind(), c.pattern, 0,
+                                  t.isEmpty() ? 0 : t.type().numElements());
+        result = t.refillFromHost(std::as_bytes(std::span(bytes)));
+        break;
+      }
+      default:
+        result = makeError(ErrorCode::InvalidArgument,
+                           "not a command of a parallel branch");
+      }
+    } catch (const ContractViolationError &v) {
+      obs.outcome = Outcome::violationOf(v.kind());
+      obs.message = v.what();
+      return;
+    }
+    if (asynchronous) {
+      obs.callbacks = probe->wait(timeoutMs_, SettledGraceMs,
+                                  [this] { return inFlight() == 0; });
+      probe->close();
+      std::lock_guard<std::mutex> lock(probe->mutex);
+      if (obs.callbacks > 0)
+        result = probe->first;
+    }
+    if (result) {
+      obs.outcome = Outcome::error(result.code());
+      obs.message = result.message();
+    }
+  }
+
+  /// Background errors of every device, taken once: a check that is run
+  /// again (the linearizability search compares the final state with many
+  /// candidate models) must not find them gone.
+  std::optional<Difference> takeBackgroundErrors() {
+    for (size_t i = 0; i < scenario_.devices.size(); ++i) {
+      std::vector<Error> errors = devices_[i]->takeBackgroundErrors();
+      if (!errors.empty())
+        return Difference{"takeBackgroundErrors() of device '" +
+                              scenario_.devices[i].name + "'",
+                          "none", errors.front().toString()};
+    }
+    return std::nullopt;
+  }
+
   /// Waits for the callback of a command issued without waiting and fills
   /// \p obs as execute() does for one that waits.
   void awaitPending(const std::shared_ptr<CallbackProbe> &probe,
@@ -1146,8 +1220,9 @@ Scenario annotateExpectations(const Scenario &scenario,
       scenario.devices,
       [&](const DeviceSpec &spec) { return probedDeviceTraits(backend, spec); },
       /*trackContents=*/false);
+  // A parallel branch's outcome depends on the interleaving: not written.
   for (Command &c : out.commands)
-    c.expect = model.apply(c).outcome;
+    c.expect = c.branch ? Outcome::ok() : model.apply(c).outcome;
   return out;
 }
 
@@ -1163,7 +1238,10 @@ Scenario wellFormedScenario(const Scenario &scenario,
     if (!commandFitsModel(c, model))
       continue;
     out.commands.push_back(c);
-    out.commands.back().expect = model.apply(c).outcome;
+    // Branch commands create and destroy no name: the ones after them fit
+    // whatever order they run in.
+    out.commands.back().expect =
+        c.branch ? Outcome::ok() : model.apply(c).outcome;
   }
   return out;
 }
@@ -1180,6 +1258,208 @@ using TransitionCounts = std::map<
 /// How often each coverage label was reached, hashed while a scenario runs
 /// (a step reaches several) and sorted once at its end (RunResult::labels).
 using LabelCounts = std::unordered_map<std::string, int>;
+
+/// One command of a parallel branch as it ran: when it was invoked and when
+/// it returned (on one clock for all branches), and what it did.
+struct BranchEvent {
+  const Command *command = nullptr;
+  uint64_t invoked = 0, returned = 0;
+  Observation observed;
+};
+
+/// The history of a parallel block, one line per command in order of
+/// invocation: "  [invoked-returned] |B COMMAND => OUTCOME".
+std::string describeHistory(const std::vector<std::vector<BranchEvent>> &h) {
+  std::vector<const BranchEvent *> all;
+  for (const auto &branch : h)
+    for (const BranchEvent &e : branch)
+      all.push_back(&e);
+  std::sort(all.begin(), all.end(), [](const auto *a, const auto *b) {
+    return a->invoked < b->invoked;
+  });
+  std::string out;
+  for (const BranchEvent *e : all)
+    out += "\n    [" + std::to_string(e->invoked) + "-" +
+           std::to_string(e->returned) + "] " + printCommand(*e->command) +
+           " => " + e->observed.outcome.toString();
+  return out;
+}
+
+/// Searches for a linearization of a parallel block's history: an order of
+/// its commands that keeps each branch's order and puts no command before
+/// one that returned before it was invoked, under which the model gives
+/// every observed outcome and callback count and ends in the state the
+/// session shows. Depth-first over the commands that may come next, each on
+/// a copy of the model; gives up (Unknown) at a deadline.
+class Linearizer {
+public:
+  enum class Verdict { Linearizable, NotLinearizable, Unknown };
+
+  Linearizer(const std::vector<std::vector<BranchEvent>> &history,
+             const std::function<bool(const Model &)> &finalStateMatches,
+             std::chrono::steady_clock::time_point deadline)
+      : history_(history), matches_(finalStateMatches), deadline_(deadline),
+        next_(history.size(), 0) {
+    for (const auto &branch : history)
+      total_ += branch.size();
+  }
+
+  Verdict run(const Model &start) {
+    Model m = start;
+    if (search(m))
+      return Verdict::Linearizable;
+    return timedOut_ ? Verdict::Unknown : Verdict::NotLinearizable;
+  }
+
+  /// The model after the linearization found.
+  const Model &model() const { return *found_; }
+  /// The longest prefix of commands the search could order (in order).
+  const std::vector<const BranchEvent *> &longestPrefix() const {
+    return longest_;
+  }
+  size_t explored() const { return explored_; }
+
+private:
+  bool search(const Model &m) {
+    if (order_.size() == total_) {
+      if (!matches_(m))
+        return false;
+      found_ = m;
+      return true;
+    }
+    if (std::chrono::steady_clock::now() > deadline_) {
+      timedOut_ = true;
+      return false;
+    }
+    // A command may come next unless another one returned before it was
+    // invoked.
+    uint64_t firstReturn = UINT64_MAX;
+    for (size_t b = 0; b < history_.size(); ++b)
+      if (next_[b] < history_[b].size())
+        firstReturn = std::min(firstReturn, history_[b][next_[b]].returned);
+    for (size_t b = 0; b < history_.size() && !timedOut_; ++b) {
+      if (next_[b] >= history_[b].size())
+        continue;
+      const BranchEvent &e = history_[b][next_[b]];
+      if (e.invoked > firstReturn)
+        continue;
+      ++explored_;
+      Model copy = m;
+      ModelStep predicted = copy.apply(*e.command);
+      if (!(predicted.outcome == e.observed.outcome) ||
+          predicted.callbacks != e.observed.callbacks)
+        continue;
+      order_.push_back(&e);
+      ++next_[b];
+      if (order_.size() > longest_.size())
+        longest_ = order_;
+      bool ok = search(copy);
+      --next_[b];
+      order_.pop_back();
+      if (ok)
+        return true;
+    }
+    return false;
+  }
+
+  const std::vector<std::vector<BranchEvent>> &history_;
+  std::function<bool(const Model &)> matches_;
+  std::chrono::steady_clock::time_point deadline_;
+  std::vector<size_t> next_;
+  size_t total_ = 0;
+  std::vector<const BranchEvent *> order_, longest_;
+  std::optional<Model> found_;
+  bool timedOut_ = false;
+  size_t explored_ = 0;
+};
+
+/// How long the linearizability search of one parallel block may take.
+constexpr std::chrono::milliseconds LinearizabilityBudget{2000};
+
+/// Runs the parallel block (commands \p first to the end of \p scenario)
+/// on \p session, each branch on a thread of its own, and checks the
+/// history for linearizability against \p model, which becomes the model
+/// of the order found. A difference when no order explains what was seen;
+/// coverage labels say whether branches overlapped and what the search
+/// concluded (an Unknown verdict at the deadline is no failure).
+template <typename Labels>
+std::optional<Difference>
+runParallelBlock(const Scenario &scenario, size_t first, Session &session,
+                 Model &model, Labels &labels,
+                 const std::function<void(const std::string &)> &trace) {
+  std::vector<std::vector<BranchEvent>> history(MaxBranches);
+  for (size_t i = first; i < scenario.commands.size(); ++i) {
+    const Command &c = scenario.commands[i];
+    history[size_t(c.branch - 1)].push_back({&c, 0, 0, {}});
+  }
+  std::erase_if(history, [](const auto &b) { return b.empty(); });
+  std::atomic<uint64_t> clock{0};
+  std::vector<std::thread> threads;
+  for (auto &branch : history)
+    threads.emplace_back([&session, &clock, &branch] {
+      for (BranchEvent &e : branch) {
+        e.invoked = clock.fetch_add(1);
+        session.executeInBranch(*e.command, e.observed);
+        e.returned = clock.fetch_add(1);
+      }
+    });
+  for (std::thread &t : threads)
+    t.join();
+  if (trace)
+    trace("[" + session.backend() +
+          "] parallel block, by invocation:" + describeHistory(history));
+  ++labels["parallel-block"];
+  auto overlapped = [&] {
+    for (size_t a = 0; a < history.size(); ++a)
+      for (size_t b = a + 1; b < history.size(); ++b)
+        for (const BranchEvent &x : history[a])
+          for (const BranchEvent &y : history[b])
+            if (x.invoked < y.returned && y.invoked < x.returned)
+              return true;
+    return false;
+  };
+  if (overlapped())
+    ++labels["branches-overlapped"];
+  if (std::optional<Difference> d = session.takeBackgroundErrors())
+    return d;
+  for (const auto &branch : history)
+    for (const BranchEvent &e : branch)
+      if (e.observed.callbacks > 1 || e.observed.blocked)
+        return Difference{"completion callbacks of '" +
+                              printCommand(*e.command) + "'",
+                          "at most 1 call",
+                          std::to_string(e.observed.callbacks) + " call(s)"};
+  Linearizer search(
+      history,
+      [&](const Model &m) {
+        return !session.compareState(m, {}, true, true).has_value();
+      },
+      std::chrono::steady_clock::now() + LinearizabilityBudget);
+  switch (search.run(model)) {
+  case Linearizer::Verdict::Linearizable:
+    model = search.model();
+    ++labels["linearized"];
+    return std::nullopt;
+  case Linearizer::Verdict::Unknown:
+    ++labels["linearizability-unknown"];
+    return std::nullopt;
+  case Linearizer::Verdict::NotLinearizable:
+    break;
+  }
+  std::string prefix;
+  for (const BranchEvent *e : search.longestPrefix())
+    prefix += "\n    " + printCommand(*e->command) + " => " +
+              e->observed.outcome.toString();
+  return Difference{
+      "linearizability of the parallel branches",
+      "an order of the branches' commands (each branch in its order, none "
+      "before one that returned before it was invoked) under which the "
+      "model gives every outcome seen and the final state",
+      "none among " + std::to_string(search.explored()) +
+          " tried; the history, by invocation:" + describeHistory(history) +
+          "\n  the longest prefix the model explains:" +
+          (prefix.empty() ? std::string(" none") : prefix)};
+}
 
 /// Runs \p scenario as runScenario describes, into \p result, \p labels
 /// and \p transitions.
@@ -1212,14 +1492,21 @@ void runInto(const Scenario &scenario, const RunOptions &options,
     std::vector<DeviceTraits> traits;
   };
   std::vector<Lane> lanes;
+  // A parallel block may end each session in another linearization: each
+  // then keeps a model of its own.
+  size_t sequential = scenario.commands.size();
+  while (sequential > 0 && scenario.commands[sequential - 1].branch != 0)
+    --sequential;
+  bool parallel = sequential < scenario.commands.size();
   for (auto &s : sessions) {
     std::vector<DeviceTraits> traits;
     for (const DeviceSpec &spec : scenario.devices) {
       DeviceManager &d = s->device(spec.name);
       traits.push_back(DeviceTraits{d.capabilities(), d.maximumMemory()});
     }
-    auto same = std::find_if(lanes.begin(), lanes.end(),
-                             [&](const Lane &l) { return l.traits == traits; });
+    auto same = std::find_if(lanes.begin(), lanes.end(), [&](const Lane &l) {
+      return !parallel && l.traits == traits;
+    });
     if (same != lanes.end()) {
       same->sessions.push_back(s.get());
       continue;
@@ -1363,12 +1650,23 @@ void runInto(const Scenario &scenario, const RunOptions &options,
     return true;
   };
 
-  for (size_t i = 0; i < scenario.commands.size(); ++i)
+  for (size_t i = 0; i < sequential; ++i)
     if (!runStep(scenario.commands[i], i + 1, true, nullptr))
       return;
   for (auto &s : sessions)
     if (!drain(s.get()))
       return;
+  if (parallel) {
+    for (Lane &lane : lanes)
+      if (std::optional<Difference> d =
+              runParallelBlock(scenario, sequential, *lane.sessions.front(),
+                               lane.model, labels, options.trace)) {
+        diverge(sequential + 1, "the parallel block",
+                lane.sessions.front()->backend(), *d);
+        return;
+      }
+    result.steps = scenario.commands.size();
+  }
 
   // Final read-back: every record still on a device is brought back (kept
   // there too), so results computed on the device are compared with the

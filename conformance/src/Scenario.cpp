@@ -81,7 +81,23 @@ bool operator==(const Command &a, const Command &b) {
          a.bytes == b.bytes && a.fault.site == b.fault.site &&
          a.fault.nth == b.fault.nth && a.fault.code == b.fault.code &&
          a.nodes == b.nodes && a.bindings == b.bindings &&
-         a.expect == b.expect && a.noWait == b.noWait;
+         a.expect == b.expect && a.noWait == b.noWait && a.branch == b.branch;
+}
+
+bool branchCommandKind(CommandKind kind) {
+  switch (kind) {
+  case CommandKind::ToDevice:
+  case CommandKind::FromDevice:
+  case CommandKind::Release:
+  case CommandKind::Read:
+  case CommandKind::Refill:
+    return true;
+  default:
+    // Not write: its span is filled after mutableHostBytes returns, so a
+    // transfer on another thread may read the buffer meanwhile (a race the
+    // contract leaves to the program); refill copies under the record.
+    return false;
+  }
 }
 
 std::vector<Placeholder>
@@ -393,6 +409,9 @@ std::string validateScenario(const Scenario &scenario) {
   // would make its outcome a matter of timing.
   bool pending = false;
   std::unordered_set<std::string> mayBeLost;
+  // The branch each tensor is used by: a tensor object belongs to one
+  // branch (branches share records through views of them).
+  std::unordered_map<std::string, int> branchOf;
   for (size_t i = 0; i < scenario.commands.size(); ++i) {
     const Command &c = scenario.commands[i];
     // Named only in a problem: building it for every command would cost a
@@ -401,6 +420,29 @@ std::string validateScenario(const Scenario &scenario) {
       return "step " + std::to_string(i + 1) + " (" +
              std::string(commandKindName(c.kind)) + "): ";
     };
+    if (c.branch < 0 || c.branch > MaxBranches)
+      return step() + "branch " + std::to_string(c.branch) +
+             " (branches are numbered 1 to " + std::to_string(MaxBranches) +
+             ")";
+    if (c.branch == 0 && i > 0 && scenario.commands[i - 1].branch != 0)
+      return step() + "the parallel block ends the scenario: no sequential "
+                      "command may follow it";
+    if (c.branch != 0 &&
+        (!branchCommandKind(c.kind) || c.noWait || !c.location.empty()))
+      return step() + "a parallel branch runs to-device (without a "
+                      "location), from-device, release, read and refill "
+                      "only, each waiting for its outcome";
+    if (c.branch != 0) {
+      auto [it, fresh] = branchOf.emplace(c.target, c.branch);
+      if (!fresh && it->second != c.branch)
+        return step() + "tensor '" + c.target + "' is used by branches " +
+               std::to_string(it->second) + " and " + std::to_string(c.branch) +
+               ": a tensor belongs to one branch (give each branch a view)";
+    }
+    if (c.branch != 0 && pending)
+      return step() + "a transfer issued with '&' is still pending: a "
+                      "command without '&' must come before the parallel "
+                      "block";
     if (c.noWait && c.kind != CommandKind::ToDevice &&
         c.kind != CommandKind::FromDevice)
       return step() + "only to-device and from-device can be issued without "

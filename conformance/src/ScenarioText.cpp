@@ -565,7 +565,23 @@ ParseResult parseScenario(std::string_view text) {
     LineParser p(tokens, int(line.size()) + 1);
     try {
       Token head = p.next("a command");
+      // "|N COMMAND": a command of branch N of the parallel block.
+      int branch = 0;
+      if (head.text.front() == '|') {
+        std::string_view number = head.text.substr(1);
+        if (number.size() != 1 || number[0] < '1' ||
+            number[0] > char('0' + MaxBranches))
+          throw LineError{head.column, "expected a branch |1 to |" +
+                                           std::to_string(MaxBranches) +
+                                           ", found " + quoted(head.text)};
+        branch = number[0] - '0';
+        head = p.next("a command of branch " + std::to_string(branch));
+      }
       if (head.text == "device") {
+        if (branch)
+          throw LineError{head.column, "expected a command of branch " +
+                                           std::to_string(branch) +
+                                           ", found 'device'"};
         if (!scenario.commands.empty())
           throw LineError{head.column,
                           "expected a command; devices are declared before "
@@ -584,6 +600,11 @@ ParseResult parseScenario(std::string_view text) {
                         "inject-fault, alloc, free), found " +
                             quoted(head.text)};
       scenario.commands.push_back(parseCommand(p, *kind));
+      scenario.commands.back().branch = branch;
+      if (branch && !(scenario.commands.back().expect == Outcome::ok()))
+        throw LineError{head.column,
+                        "a command of a parallel branch has no written "
+                        "outcome: it depends on the interleaving"};
       commandLines.push_back(lineNo);
     } catch (const LineError &e) {
       return ParseError{lineNo, e.column, e.message};
@@ -704,6 +725,8 @@ std::string printCommand(const Command &c) {
   }
   if (c.noWait)
     s += " &";
+  if (c.branch)
+    return "|" + std::to_string(c.branch) + " " + s;
   if (c.expect.kind != Outcome::Kind::Ok)
     s += " -> " + c.expect.toString();
   return s;

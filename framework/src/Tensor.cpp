@@ -244,6 +244,8 @@ Error Tensor::refillFromHost(std::span<const std::byte> bytes) {
   ResidencyRecord &r = storage_->record;
   std::unique_lock<std::mutex> lock(r.mutex_);
   r.idle_.wait(lock, [&] { return !r.busy_; });
+  DeviceManager *mirror = nullptr;
+  DeviceLocation mirrorLocation;
   switch (r.state_) {
   case ResidencyState::Device:
     reportViolation(ViolationKind::HostAccessWhileOnDevice,
@@ -257,12 +259,28 @@ Error Tensor::refillFromHost(std::span<const std::byte> bytes) {
     r.state_ = ResidencyState::Host;
     break;
   case ResidencyState::Mirrored:
+    // The write makes the device copy stale: drop it, as a host write does.
+    mirror = r.manager_;
+    mirrorLocation = r.location_;
+    r.state_ = ResidencyState::Host;
+    r.manager_ = nullptr;
+    r.location_ = {};
+    break;
   case ResidencyState::Host:
     break;
   }
+  // Busy while the bytes are copied: a transfer another thread starts now
+  // waits for them instead of reading a half-written buffer.
+  r.busy_ = true;
   lock.unlock();
-  auto target = mutableHostBytes();
-  std::memcpy(target.data(), bytes.data(), bytes.size());
+  if (mirror) {
+    mirror->unregisterResident(storage_.get());
+    if (Error e =
+            mirror->releaseFromRecord(mirrorLocation, storage_->describe()))
+      mirror->noteBackgroundError(std::move(e));
+  }
+  std::memcpy(storage_->data() + offset_, bytes.data(), bytes.size());
+  r.releaseBusy();
   return Error::success();
 }
 

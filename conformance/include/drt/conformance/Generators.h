@@ -56,6 +56,12 @@ struct GeneratorProfile {
   /// ('&'); the commands after one often act on the same tensor while its
   /// transfer is pending. 0: every command waits.
   unsigned pipelinePercent = 0;
+  /// Most branches of the parallel block that ends each scenario (0: no
+  /// parallel block; else 2 to this many, at most MaxBranches). Each branch
+  /// gets a full view of each of up to two records the scenario made, and
+  /// 1 to branchLength transfers, releases, reads and writes of its views.
+  int parallelBranches = 0;
+  size_t branchLength = 4;
   /// When set, each device's budget is drawn relative to the sizes the
   /// scenario allocates (exact fits and one-byte misses happen), replacing
   /// the budgets in `devices`.
@@ -80,6 +86,11 @@ public:
   const GeneratorProfile &profile() const { return profile_; }
 
 private:
+  /// Appends the parallel block to \p s, whose sequential part left
+  /// \p model, keeping \p s within \p steps commands.
+  void addParallelBlock(Scenario &s, Model &model, ChoiceSource &rng,
+                        size_t steps) const;
+
   GeneratorProfile profile_;
   Capabilities capabilities_;
 };

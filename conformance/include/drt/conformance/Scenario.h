@@ -141,9 +141,25 @@ struct Command {
   /// busy (and must wait for it); the outcome and the callback are checked
   /// after the next command written without '&'.
   bool noWait = false;
+  /// 0 for the scenario's sequential part; 1 to MaxBranches for a command
+  /// of the parallel block that ends a scenario (written "|N COMMAND"): each
+  /// branch runs on a thread of its own, and the history is checked for
+  /// linearizability against the model. Its outcome depends on the
+  /// interleaving and is not written.
+  int branch = 0;
 
   friend bool operator==(const Command &a, const Command &b);
 };
+
+/// Most branches of a parallel block.
+inline constexpr int MaxBranches = 3;
+
+/// True when a command of kind \p kind may run in a parallel branch: one
+/// that acts on existing tensors, creates or destroys no name, and does its
+/// work inside the call (to-device without a location, from-device,
+/// release, read, refill; not write, whose span is filled after the call
+/// returns).
+bool branchCommandKind(CommandKind kind);
 
 /// A whole scenario.
 struct Scenario {
