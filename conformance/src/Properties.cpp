@@ -7,6 +7,7 @@
 #include "drt/conformance/ScenarioText.h"
 #include "drt/conformance/Shrink.h"
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <optional>
@@ -549,13 +550,17 @@ void runCases(Row &row, const PropertyFamily &family,
           .count();
 }
 
-/// Runs a shrink candidate with a parallel block gets, and the runs its
-/// replay command asks for: interleavings vary from run to run.
-constexpr int ParallelShrinkRuns = 10;
-constexpr int ParallelReplayRuns = 100;
+/// Runs a shrink candidate whose outcome may hang on timing gets, and the
+/// runs its replay command asks for: interleavings vary from run to run.
+constexpr int TimingShrinkRuns = 10;
+constexpr int TimingReplayRuns = 100;
 
-bool hasParallelBlock(const Scenario &s) {
-  return !s.commands.empty() && s.commands.back().branch != 0;
+/// True when \p s has a parallel block or a transfer issued without
+/// waiting: a backend that gets the order of events wrong may fail it on
+/// some runs only.
+bool timingDependent(const Scenario &s) {
+  return std::any_of(s.commands.begin(), s.commands.end(),
+                     [](const Command &c) { return c.noWait || c.branch; });
 }
 
 /// Shrinks a row's failing case and writes the minimal scenario to a file.
@@ -575,9 +580,9 @@ void finishFailure(Row &row, const PropertyFamily &family,
         return w;
       },
       [&](const Scenario &s) {
-        // An interleaving that fails may not come again: a candidate with a
-        // parallel block gets several runs.
-        int runs = hasParallelBlock(s) ? ParallelShrinkRuns : 1;
+        // An interleaving that fails may not come again: a candidate whose
+        // outcome may hang on timing gets several runs.
+        int runs = timingDependent(s) ? TimingShrinkRuns : 1;
         for (int i = 0; i < runs; ++i) {
           RunResult r = runScenario(configure(s), run);
           if (r.passed())
@@ -614,8 +619,8 @@ void finishFailure(Row &row, const PropertyFamily &family,
       options.backend +
       (options.against.empty() ? "" : " --against " + options.against) +
       parameterOptions(result.parameters) +
-      (hasParallelBlock(minimal)
-           ? " --repeat " + std::to_string(ParallelReplayRuns)
+      (timingDependent(minimal)
+           ? " --repeat " + std::to_string(TimingReplayRuns)
            : "");
   std::ofstream out(result.scenarioFile);
   out << "# minimal failing scenario of property '" << family.name
