@@ -250,15 +250,25 @@ std::vector<int32_t> statusesFor(OpenCLCall call) {
   }
 }
 
-class DriverFaults : public ::testing::TestWithParam<bool> {};
+/// How the devices of a run are configured: transfers direct or through
+/// pinned staging, each device with its own context and program; or sharing
+/// the process's context and program (the cache's retain calls).
+enum class Mode { Direct, Pinned, Shared };
+
+class DriverFaults : public ::testing::TestWithParam<Mode> {};
 
 TEST_P(DriverFaults, EveryCallFailsWithADocumentedErrorAndLeavesNothing) {
   ParameterMap base;
-  if (GetParam())
+  if (GetParam() == Mode::Pinned)
     base["pinned-staging"] = "1";
-  // Not shared: each device creates its own context and program, so that
-  // init's calls are the same for every device of the test.
-  base["shared-context"] = "0";
+  // Direct and pinned: each device creates its own context and program.
+  // Shared: every device finds the one an earlier device of the process
+  // kept (the first run below makes sure there is one), so init's calls
+  // are the same for every device of the test either way.
+  if (GetParam() != Mode::Shared)
+    base["shared-context"] = "0";
+  else
+    ASSERT_TRUE(runWorkload(base).failures.empty());
   WorkloadResult clean = runWorkload(base);
   ASSERT_TRUE(clean.failures.empty()) << clean.firstFailure;
   ASSERT_TRUE(clean.problems.empty()) << clean.problems.front();
@@ -288,7 +298,9 @@ TEST_P(DriverFaults, EveryCallFailsWithADocumentedErrorAndLeavesNothing) {
         for (const std::string &problem : r.problems)
           ADD_FAILURE() << plan << ": " << problem;
         std::printf("driver-fault %s%s -> %s\n", plan.c_str(),
-                    GetParam() ? " (pinned staging)" : "",
+                    GetParam() == Mode::Pinned   ? " (pinned staging)"
+                    : GetParam() == Mode::Shared ? " (shared context)"
+                                                 : "",
                     r.firstFailure.empty() ? "no visible failure"
                                            : r.firstFailure.c_str());
       }
@@ -305,10 +317,13 @@ TEST_P(DriverFaults, EveryCallFailsWithADocumentedErrorAndLeavesNothing) {
               struck.size());
 }
 
-INSTANTIATE_TEST_SUITE_P(Staging, DriverFaults, ::testing::Bool(),
-                         [](const ::testing::TestParamInfo<bool> &info) {
-                           return info.param ? std::string("pinned")
-                                             : std::string("direct");
+INSTANTIATE_TEST_SUITE_P(Devices, DriverFaults,
+                         ::testing::Values(Mode::Direct, Mode::Pinned,
+                                           Mode::Shared),
+                         [](const ::testing::TestParamInfo<Mode> &info) {
+                           return info.param == Mode::Direct   ? "direct"
+                                  : info.param == Mode::Pinned ? "pinned"
+                                                               : "shared";
                          });
 
 TEST(DriverFaults, PlansAreCheckedAndNamed) {
