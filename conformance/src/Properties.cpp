@@ -306,7 +306,9 @@ std::vector<PropertyFamily> makeFamilies() {
           p.branchLength = 4;
           return p;
         },
-        {"parallel-block", "branches-overlapped", "linearized"}};
+        // Whether branches overlap in time is the machine's doing, not the
+        // generator's: counted (branches-overlapped), not required.
+        {"parallel-block", "linearized"}};
     parallel.steps = 16;
     f.push_back(std::move(parallel));
   }
