@@ -1283,21 +1283,56 @@ struct BranchEvent {
   Observation observed;
 };
 
-/// The history of a parallel block, one line per command in order of
-/// invocation: "  [invoked-returned] |B COMMAND => OUTCOME".
+/// The history of a parallel block side by side: a column per branch, a
+/// line per command in order of invocation, each command in its branch's
+/// column with its outcome, and the clock ticks at which it was invoked and
+/// returned.
 std::string describeHistory(const std::vector<std::vector<BranchEvent>> &h) {
-  std::vector<const BranchEvent *> all;
-  for (const auto &branch : h)
-    for (const BranchEvent &e : branch)
-      all.push_back(&e);
-  std::sort(all.begin(), all.end(), [](const auto *a, const auto *b) {
-    return a->invoked < b->invoked;
+  struct Line {
+    const BranchEvent *event;
+    size_t branch;
+  };
+  std::vector<Line> lines;
+  std::vector<size_t> width(h.size(), 0);
+  auto text = [](const BranchEvent &e) {
+    std::string t = printCommand(*e.command);
+    // The branch is the column: drop the "|N " the printer writes.
+    if (t.size() > 3 && t[0] == '|')
+      t = t.substr(3);
+    return t + " => " + e.observed.outcome.toString();
+  };
+  for (size_t b = 0; b < h.size(); ++b)
+    for (const BranchEvent &e : h[b]) {
+      lines.push_back({&e, b});
+      width[b] = std::max(width[b], text(e).size());
+    }
+  std::sort(lines.begin(), lines.end(), [](const Line &a, const Line &b) {
+    return a.event->invoked < b.event->invoked;
   });
-  std::string out;
-  for (const BranchEvent *e : all)
-    out += "\n    [" + std::to_string(e->invoked) + "-" +
-           std::to_string(e->returned) + "] " + printCommand(*e->command) +
-           " => " + e->observed.outcome.toString();
+  auto pad = [](std::string t, size_t n) {
+    t.resize(std::max(t.size(), n), ' ');
+    return t;
+  };
+  std::string out = "\n    " + pad("ticks", 9);
+  for (size_t b = 0; b < h.size(); ++b)
+    out += "  " +
+           pad("branch " +
+                   std::to_string(h[b].empty()
+                                      ? b + 1
+                                      : size_t(h[b].front().command->branch)),
+               width[b]);
+  while (!out.empty() && out.back() == ' ')
+    out.pop_back();
+  for (const Line &l : lines) {
+    std::string row = "\n    " + pad(std::to_string(l.event->invoked) + "-" +
+                                         std::to_string(l.event->returned),
+                                     9);
+    for (size_t b = 0; b < h.size(); ++b)
+      row += "  " + pad(b == l.branch ? text(*l.event) : "", width[b]);
+    while (!row.empty() && row.back() == ' ')
+      row.pop_back();
+    out += row;
+  }
   return out;
 }
 

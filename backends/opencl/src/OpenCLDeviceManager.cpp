@@ -1073,6 +1073,9 @@ void OpenCLDeviceManager::shutdownBackend() {
     s.driver.releaseMemObject(staging.buffer);
   s.stagingPool.clear();
   s.functions.clear();
+  // Nothing is submitted after this: the kernels, program, queue and
+  // context go now rather than with the manager.
+  s.releaseObjects();
 }
 
 DRT_REGISTER_BACKEND(drt::BackendInfo{

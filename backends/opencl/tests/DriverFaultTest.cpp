@@ -226,6 +226,11 @@ WorkloadResult runWorkload(const ParameterMap &parameters) {
     out.problems.push_back(
         "accounting not back to zero: " + std::to_string(d.usedMemory()) +
         " bytes, " + std::to_string(d.liveAllocations()) + " allocation(s)");
+  // Shutting down releases the kernels, program, queue and context: those
+  // calls fail too, and nothing may be left in flight or in use.
+  d.shutdown();
+  if (d.operationsInFlight() != 0 || d.usedMemory() != 0)
+    out.problems.push_back("shutdown left work in flight or memory in use");
   out.calls = device->driverCalls();
   return out;
 }
