@@ -355,6 +355,20 @@ TEST(DriverFaults, PlansAreCheckedAndNamed) {
   EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
   EXPECT_NE(e.message().find("driver-faults"), std::string::npos)
       << e.toString();
+  // A failed build whose log cannot be read either: init still says which
+  // call failed (the one call site the workload cannot reach).
+  auto unbuilt = std::make_unique<OpenCLDeviceManager>(configNamed(
+      "unbuilt", {{"shared-context", "0"},
+                  {"driver-faults", "clBuildProgram:1:CL_BUILD_PROGRAM_FAILURE,"
+                                    "clGetProgramBuildInfo:1:-5"}}));
+  Error build = unbuilt->init();
+  EXPECT_EQ(build.code(), ErrorCode::DeviceError) << build.toString();
+  EXPECT_NE(build.message().find("clBuildProgram failed with "
+                                 "CL_BUILD_PROGRAM_FAILURE"),
+            std::string::npos)
+      << build.toString();
+  EXPECT_EQ(unbuilt->driverCalls()[size_t(OpenCLCall::GetProgramBuildInfo)],
+            1u);
   // And at run time: nth 0 and a success status are refused.
   auto live = openDevice(configNamed("live"));
   ASSERT_TRUE(live);
