@@ -1517,6 +1517,25 @@ runParallelBlock(const Scenario &scenario, size_t first, Session &session,
     ++labels["linearized-per-record"];
 
   Model current = model;
+  // What the search cost, for traces: steps tried and time.
+  size_t explored = 0;
+  auto searchStarted = std::chrono::steady_clock::now();
+  auto traceSearch = [&](const char *verdict) {
+    if (!trace)
+      return;
+    size_t commands = 0;
+    for (const auto &branch : history)
+      commands += branch.size();
+    auto us = std::chrono::duration_cast<std::chrono::microseconds>(
+                  std::chrono::steady_clock::now() - searchStarted)
+                  .count();
+    trace("[" + session.backend() + "] linearizability: " + verdict + ", " +
+          std::to_string(commands) + " commands in " +
+          std::to_string(history.size()) + " branches, " +
+          std::to_string(parts.size()) + " record history(ies), " +
+          std::to_string(explored) + " steps tried, " + std::to_string(us) +
+          " us");
+  };
   for (size_t i = 0; i < parts.size(); ++i) {
     bool last = i + 1 == parts.size();
     // A record's history is judged by its own tensors; the last one by
@@ -1540,14 +1559,18 @@ runParallelBlock(const Scenario &scenario, size_t first, Session &session,
           return !session.compareTensors(m, names).has_value();
         },
         deadline);
-    switch (search.run(current)) {
+    Linearizer::Verdict verdict = search.run(current);
+    explored += search.explored();
+    switch (verdict) {
     case Linearizer::Verdict::Linearizable:
       current = search.model();
       continue;
     case Linearizer::Verdict::Unknown:
+      traceSearch("unknown");
       ++labels["linearizability-unknown"];
       return std::nullopt;
     case Linearizer::Verdict::NotLinearizable:
+      traceSearch("not linearizable");
       break;
     }
     std::string prefix;
@@ -1567,6 +1590,7 @@ runParallelBlock(const Scenario &scenario, size_t first, Session &session,
             "\n  the longest prefix the model explains:" +
             (prefix.empty() ? std::string(" none") : prefix)};
   }
+  traceSearch("linearizable");
   model = std::move(current);
   ++labels["linearized"];
   return std::nullopt;
