@@ -577,6 +577,29 @@ public:
     }
   }
 
+  /// A from-device keep of every record left in Device state on a running
+  /// device, through a tensor that covers it whole (the first by name): what
+  /// makes device contents comparable after a parallel block.
+  std::vector<Command> readBackCommands() {
+    std::vector<Command> out;
+    std::set<const ResidencyRecord *> seen;
+    for (const auto &[name, t] : tensors_) {
+      if (t->isEmpty() || !t->coversStorage())
+        continue;
+      ResidencySnapshot s = t->residencySnapshot();
+      if (s.state != ResidencyState::Device || !s.manager ||
+          s.manager->isShutDown() || !seen.insert(&t->residency()).second)
+        continue;
+      Command c;
+      c.kind = CommandKind::FromDevice;
+      c.target = name;
+      c.device = deviceName(s.manager);
+      c.release = false;
+      out.push_back(std::move(c));
+    }
+    return out;
+  }
+
   /// The tensors \p names against \p model, contents included (no device
   /// totals): how the linearizability search judges one record's history.
   std::optional<Difference>
@@ -1353,7 +1376,7 @@ public:
   enum class Verdict { Linearizable, NotLinearizable, Unknown };
 
   Linearizer(const std::vector<std::vector<BranchEvent>> &history,
-             const std::function<bool(const Model &)> &finalStateMatches,
+             const std::function<bool(Model &)> &finalStateMatches,
              std::chrono::steady_clock::time_point deadline)
       : history_(history), matches_(finalStateMatches), deadline_(deadline),
         next_(history.size(), 0) {
@@ -1379,9 +1402,12 @@ public:
 private:
   bool search(const Model &m) {
     if (order_.size() == total_) {
-      if (!matches_(m))
+      // The check may take the model further (the read-back that makes
+      // device contents comparable): the model found is the one it leaves.
+      Model final = m;
+      if (!matches_(final))
         return false;
-      found_ = m;
+      found_ = std::move(final);
       return true;
     }
     if (std::chrono::steady_clock::now() > deadline_) {
@@ -1420,7 +1446,7 @@ private:
   }
 
   const std::vector<std::vector<BranchEvent>> &history_;
-  std::function<bool(const Model &)> matches_;
+  std::function<bool(Model &)> matches_;
   std::chrono::steady_clock::time_point deadline_;
   std::vector<size_t> next_;
   size_t total_ = 0;
@@ -1491,6 +1517,26 @@ runParallelBlock(const Scenario &scenario, size_t first, Session &session,
                               printCommand(*e.command) + "'",
                           "at most 1 call",
                           std::to_string(e.observed.callbacks) + " call(s)"};
+  // Records the branches left on a device are read back (kept there) now,
+  // on the session and, in the search, on each candidate model, so that
+  // their contents are compared too: orders that differ only in what ended
+  // up in device memory are told apart.
+  std::vector<Command> readBack = session.readBackCommands();
+  std::vector<Observation> readBackSeen(readBack.size());
+  for (size_t i = 0; i < readBack.size(); ++i)
+    session.executeInBranch(readBack[i], readBackSeen[i]);
+  auto readBackMatches = [&](Model &m, const std::vector<std::string> *only) {
+    for (size_t i = 0; i < readBack.size(); ++i) {
+      if (only && std::find(only->begin(), only->end(), readBack[i].target) ==
+                      only->end())
+        continue;
+      ModelStep st = m.apply(readBack[i]);
+      if (!(st.outcome == readBackSeen[i].outcome))
+        return false;
+    }
+    return true;
+  };
+
   // The histories to check: one per record when the records are
   // independent (linearizability is local: a history is linearizable when
   // each object's is), else the whole. Records are independent when no
@@ -1559,10 +1605,12 @@ runParallelBlock(const Scenario &scenario, size_t first, Session &session,
     }
     Linearizer search(
         parts[i],
-        [&](const Model &m) {
+        [&](Model &m) {
           if (last)
-            return !session.compareState(m, {}, true, true).has_value();
-          return !session.compareTensors(m, names).has_value();
+            return readBackMatches(m, nullptr) &&
+                   !session.compareState(m, {}, true, true).has_value();
+          return readBackMatches(m, &names) &&
+                 !session.compareTensors(m, names).has_value();
         },
         deadline);
     Linearizer::Verdict verdict = search.run(current);
