@@ -15,7 +15,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -47,9 +46,9 @@ const char *Usage =
     "configurations. --param KEY=VALUE (or BACKEND:KEY=VALUE for one backend)\n"
     "fixes a parameter of the backend under test on every device it creates;\n"
     "the others are still swept. The --against partner always runs in its\n"
-    "default configuration, held to its own capabilities. --report FILE writes "
-    "a Markdown summary to FILE\n"
-    "and JSON to FILE.json. GTEST_TOTAL_SHARDS and GTEST_SHARD_INDEX split "
+    "default configuration, held to its own capabilities. --report FILE\n"
+    "writes a Markdown summary to FILE and JSON to FILE.json. "
+    "GTEST_TOTAL_SHARDS and GTEST_SHARD_INDEX split "
     "the\n"
     "cases of every property across shards. --fail-fast stops after the first\n"
     "failing property. --census prints what the run's scenarios drew on (size\n"
@@ -105,13 +104,9 @@ bool matches(const std::string &filter, const std::string &name) {
 constexpr long MaxCases = 100'000'000;
 constexpr long MaxStepsPerCase = 1'000'000;
 
-/// A decimal number, all of \p text; false when it is not one or does not
-/// fit a long.
-bool parseInt(const char *text, long &out) {
-  std::string_view s(text);
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-  return ec == std::errc() && end == s.data() + s.size() && !s.empty();
-}
+/// The name of the one row that stands for every property of a backend
+/// that could not be used.
+constexpr const char *UnavailableRow = "every property";
 
 /// Why no device of backend \p name can be created with the parameters
 /// \p fixed (a driver without a platform, a failing init), or "" when one
@@ -175,8 +170,7 @@ std::string skippedNote(const RunSummary &summary) {
   std::string unavailable;
   for (const PropertyResult &r : summary.results) {
     skipped += r.status == PropertyResult::Status::Skipped;
-    if (r.status == PropertyResult::Status::Skipped &&
-        r.name == "every property")
+    if (r.status == PropertyResult::Status::Skipped && r.name == UnavailableRow)
       unavailable += (unavailable.empty() ? "" : ", ") + r.backend;
   }
   if (!unavailable.empty())
@@ -410,7 +404,7 @@ int run(int argc, char **argv, const ProgramSettings &settings) {
         }
     if (!unavailable.empty()) {
       PropertyResult r;
-      r.name = "every property";
+      r.name = UnavailableRow;
       r.backend = b;
       r.configuration = "default";
       r.seed = uint64_t(seed);
@@ -418,9 +412,10 @@ int run(int argc, char **argv, const ProgramSettings &settings) {
                        : PropertyResult::Status::Skipped;
       r.reason = unavailable;
       done += families.size();
-      std::cout << "[" << done << "/" << total << "] every property on " << b
-                << (partner.empty() ? "" : " against " + partner) << ": "
-                << r.statusText() << " (" << unavailable << ")" << std::endl;
+      std::cout << "[" << done << "/" << total << "] " << UnavailableRow
+                << " on " << b << (partner.empty() ? "" : " against " + partner)
+                << ": " << r.statusText() << " (" << unavailable << ")"
+                << std::endl;
       summary.results.push_back(std::move(r));
       summary.secondsPerBackend[b] = 0;
       continue;
@@ -488,7 +483,7 @@ int run(int argc, char **argv, const ProgramSettings &settings) {
     for (const PropertyResult &r : summary.results)
       if (r.backend == b) {
         census.merge(r.census);
-        ran = ran || r.name != "every property";
+        ran = ran || r.name != UnavailableRow;
       }
     // An unavailable backend ran nothing: its one row says why.
     if (!ran)

@@ -915,7 +915,10 @@ void ScenarioGenerator::addParallelBlock(Scenario &s, Model &model,
     size_t length = size_t(rng.between(1, profile_.branchLength));
     for (size_t k = 0; k < length && s.commands.size() < steps; ++k) {
       Command c;
-      unsigned at = unsigned(rng.below(12));
+      unsigned total = 0;
+      for (const auto &[kind, weight] : Kinds)
+        total += weight;
+      unsigned at = unsigned(rng.below(total));
       for (const auto &[kind, weight] : Kinds) {
         if (at < weight) {
           c.kind = kind;

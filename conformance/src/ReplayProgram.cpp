@@ -14,7 +14,6 @@
 #include "drt/conformance/Runner.h"
 #include "drt/conformance/ScenarioText.h"
 
-#include <cstdlib>
 #include <exception>
 #include <filesystem>
 #include <fstream>
@@ -131,7 +130,7 @@ int run(int argc, char **argv, const ProgramSettings &settings) {
   std::string file, backend, against;
   ParameterMap parameters;
   bool trace = false;
-  unsigned long repeat = 1;
+  long repeat = 1;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     bool hasValue = i + 1 < argc;
@@ -155,9 +154,7 @@ int run(int argc, char **argv, const ProgramSettings &settings) {
       trace = true;
     } else if (arg == "--repeat" && hasValue) {
       const char *v = argv[++i];
-      char *end = nullptr;
-      repeat = std::strtoul(v, &end, 10);
-      if (!end || *end || end == v || repeat < 1 || repeat > 100000) {
+      if (!parseInt(v, repeat) || repeat < 1 || repeat > 100000) {
         std::cerr << program << ": --repeat expects a number from 1 to "
                   << "100000, got '" << v << "'\n";
         return 2;
@@ -234,7 +231,7 @@ int run(int argc, char **argv, const ProgramSettings &settings) {
   if (trace)
     options.trace = [](const std::string &line) { std::cout << line << "\n"; };
   RunResult result = runScenario(scenario, options);
-  unsigned long runs = 1;
+  long runs = 1;
   while (runs < repeat && result.passed()) {
     result = runScenario(scenario, options);
     ++runs;

@@ -518,59 +518,28 @@ public:
   }
 
   /// Executes a command of a parallel branch on the calling thread and waits
-  /// for its outcome. Safe beside other branches: it only looks the tensor
-  /// and the device up (branch commands create and destroy no name) and
-  /// keeps its callback probe to itself.
+  /// for its outcome. Safe beside other branches: for the commands a branch
+  /// may run, dispatch() only looks the tensor and the device up (they
+  /// create and destroy no name), and the callback probe is the call's own.
   void executeInBranch(const Command &c, Observation &obs) {
-    auto probe = std::make_shared<CallbackProbe>();
-    probe->extraCalls = extraCalls_;
-    CompletionCallback callback = [probe](Error e) {
-      probe->record(std::move(e), [](const Error &) {});
+    std::shared_ptr<CallbackProbe> probe;
+    auto callback = [&]() -> CompletionCallback {
+      probe = std::make_shared<CallbackProbe>();
+      probe->extraCalls = extraCalls_;
+      return [p = probe](Error e) {
+        p->record(std::move(e), [](const Error &) {});
+      };
     };
     Error result;
-    bool asynchronous = false;
     try {
-      switch (c.kind) {
-      case CommandKind::ToDevice:
-        asynchronous = true;
-        device(c.device).transferToDevice(tensor(c.target), std::nullopt,
-                                          callback);
-        break;
-      case CommandKind::FromDevice:
-        asynchronous = true;
-        device(c.device).transferFromDevice(tensor(c.target), c.release,
-                                            callback);
-        break;
-      case CommandKind::Release:
-        result = device(c.device).releaseDeviceTensor(tensor(c.target));
-        break;
-      case CommandKind::Read:
-        (void)tensor(c.target).hostBytes();
-        break;
-      case CommandKind::Refill: {
-        Tensor &t = tensor(c.target);
-        auto bytes = patternBytes(t.elemKind(), c.pattern, 0,
-                                  t.isEmpty() ? 0 : t.type().numElements());
-        result = t.refillFromHost(std::as_bytes(std::span(bytes)));
-        break;
-      }
-      default:
-        result = makeError(ErrorCode::InvalidArgument,
-                           "not a command of a parallel branch");
-      }
+      result = dispatch(c, callback, probe);
     } catch (const ContractViolationError &v) {
       obs.outcome = Outcome::violationOf(v.kind());
       obs.message = v.what();
       return;
     }
-    if (asynchronous) {
-      obs.callbacks = probe->wait(timeoutMs_, SettledGraceMs,
-                                  [this] { return inFlight() == 0; });
-      probe->close();
-      std::lock_guard<std::mutex> lock(probe->mutex);
-      if (obs.callbacks > 0)
-        result = probe->first;
-    }
+    if (probe)
+      return awaitPending(probe, obs);
     if (result) {
       obs.outcome = Outcome::error(result.code());
       obs.message = result.message();
@@ -600,15 +569,20 @@ public:
     return out;
   }
 
-  /// The tensors \p names against \p model, contents included (no device
-  /// totals): how the linearizability search judges one record's history.
+  /// The tensors \p names against \p model, contents included, and no
+  /// device totals: what a step between sweeps compares, and how the
+  /// linearizability search judges one record's history.
   std::optional<Difference>
   compareTensors(const Model &model, const std::vector<std::string> &names) {
     for (const std::string &name : names) {
       const ModelTensor *mt = model.tensor(name);
       auto it = tensors_.find(name);
+      if (!mt && it == tensors_.end())
+        continue;
       if (!mt || it == tensors_.end())
-        return Difference{"tensor '" + name + "'", "to exist", "missing"};
+        return Difference{"tensor '" + name + "'",
+                          mt ? "to exist" : "not to exist",
+                          mt ? "missing" : "exists"};
       if (auto d = compareTensor(model, name, *mt, *it->second, true))
         return d;
     }
@@ -629,8 +603,9 @@ public:
     return std::nullopt;
   }
 
-  /// Waits for the callback of a command issued without waiting and fills
-  /// \p obs as execute() does for one that waits.
+  /// Waits for the callback of a command issued without waiting (or of a
+  /// branch's command) and fills \p obs as execute() does for one that
+  /// waits.
   void awaitPending(const std::shared_ptr<CallbackProbe> &probe,
                     Observation &obs) {
     obs.callbacks = probe->wait(timeoutMs_, SettledGraceMs,
@@ -669,19 +644,8 @@ public:
     if (sweep) {
       if (auto d = sweepTensors(model, named, allContents))
         return d;
-    } else {
-      for (const std::string &name : named) {
-        const ModelTensor *mt = model.tensor(name);
-        auto it = tensors_.find(name);
-        if (!mt && it == tensors_.end())
-          continue;
-        if (!mt || it == tensors_.end())
-          return Difference{"tensor '" + name + "'",
-                            mt ? "to exist" : "not to exist",
-                            mt ? "missing" : "exists"};
-        if (auto d = compareTensor(model, name, *mt, *it->second, true))
-          return d;
-      }
+    } else if (auto d = compareTensors(model, named)) {
+      return d;
     }
     for (size_t i = 0; i < scenario_.devices.size(); ++i) {
       const DeviceSpec &spec = scenario_.devices[i];
@@ -1512,7 +1476,7 @@ runParallelBlock(const Scenario &scenario, size_t first, Session &session,
     return d;
   for (const auto &branch : history)
     for (const BranchEvent &e : branch)
-      if (e.observed.callbacks > 1 || e.observed.blocked)
+      if (e.observed.callbacks > 1)
         return Difference{"completion callbacks of '" +
                               printCommand(*e.command) + "'",
                           "at most 1 call",

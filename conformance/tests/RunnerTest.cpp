@@ -422,3 +422,47 @@ read o
   EXPECT_TRUE(saw("[opencl]", "final read-back"))
       << ::testing::PrintToString(trace);
 }
+
+TEST(Runner, AParallelBlockNoOrderExplainsIsADivergence) {
+  // Branch commands carry no written outcome: only the linearizability
+  // check compares them with the model. A 64-byte upload to a 32-byte
+  // budget is OutOfMemory in every order; the mutant lets it through.
+  const char *text = R"(device d0 budget=32
+create a f32 [16]
+create b f32 [4]
+view a1 a [16]
+view b2 b [4]
+|1 to-device a1 d0
+|2 read b2
+)";
+  RunResult r = run(text);
+  EXPECT_TRUE(r.passed()) << (r.divergence ? r.divergence->toString()
+                                           : r.setupError);
+  EXPECT_EQ(r.labels["parallel-block"], 1);
+  EXPECT_EQ(r.labels["linearized"], 1);
+  r = run(text, "mutant:ignores-budget");
+  ASSERT_TRUE(r.divergence) << r.setupError;
+  EXPECT_EQ(r.divergence->what, "linearizability of the parallel branches");
+  EXPECT_NE(r.divergence->observed.find("to-device a1 d0 => ok"),
+            std::string::npos)
+      << r.divergence->toString();
+}
+
+TEST(Runner, ATransferIssuedWithoutWaitingIsCheckedAtItsOwnStep) {
+  // Its outcome is known only after the next command that waits, and is
+  // reported at the step that issued it.
+  const char *text = R"(device d0 budget=32
+create a f32 [16]
+create b f32 [4]
+to-device a d0 & -> error OutOfMemory
+read b
+)";
+  RunResult r = run(text);
+  EXPECT_TRUE(r.passed()) << (r.divergence ? r.divergence->toString()
+                                           : r.setupError);
+  EXPECT_EQ(r.labels["issued-without-waiting"], 1);
+  r = run(text, "mutant:ignores-budget");
+  ASSERT_TRUE(r.divergence) << r.setupError;
+  EXPECT_EQ(r.divergence->step, 3u) << r.divergence->toString();
+  EXPECT_EQ(r.divergence->what, "outcome") << r.divergence->toString();
+}
