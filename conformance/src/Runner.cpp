@@ -395,6 +395,7 @@ public:
       host_.device(index).shutdown();
     contexts_.clear();
     tensors_.clear();
+    ++tensorNamesChanges_;
   }
 
   const std::string &backend() const { return backend_; }
@@ -711,43 +712,17 @@ public:
     for (const std::string &name : named)
       if (const ModelTensor *t = model.tensor(name); t && !t->empty())
         namedRecords_.push_back(t->record);
-    // The tensors paired by name, up to the first name only one side has.
-    pairs_.clear();
-    std::optional<Difference> unpaired;
-    auto expected = model.tensors().begin();
-    auto observed = tensors_.begin();
-    for (; expected != model.tensors().end() || observed != tensors_.end();
-         ++expected, ++observed) {
-      // Equal names, the common case, take one comparison.
-      if (expected != model.tensors().end() && observed != tensors_.end() &&
-          sameText(expected->first, observed->first)) {
-        pairs_.push_back({&expected->first, &expected->second,
-                          observed->second.get(), std::nullopt});
-        continue;
-      }
-      if (observed == tensors_.end() || (expected != model.tensors().end() &&
-                                         expected->first < observed->first)) {
-        unpaired = Difference{"tensor '" + expected->first + "'", "to exist",
-                              "missing"};
-        break;
-      }
-      if (expected == model.tensors().end() ||
-          observed->first < expected->first) {
-        unpaired = Difference{"tensor '" + observed->first + "'",
-                              "not to exist", "exists"};
-        break;
-      }
-    }
-    // The first tensor (in name order) on each record, in the model and in
-    // the backend, of every tensor the model holds a record for.
-    leaders(modelLeader_, [&](const TensorPair &p) -> uintptr_t {
+    std::optional<Difference> unpaired = pairByName(model);
+    // The leaders, computed again only when a key changed.
+    leaders(modelLeader_, modelKeys_, [&](const TensorPair &p) -> uintptr_t {
       return p.expected->empty() ? 0 : uintptr_t(p.expected->record) + 1;
     });
-    leaders(backendLeader_, [&](const TensorPair &p) -> uintptr_t {
-      return p.expected->empty() || p.observed->isEmpty()
-                 ? 0
-                 : uintptr_t(&p.observed->residency());
-    });
+    leaders(backendLeader_, backendKeys_,
+            [&](const TensorPair &p) -> uintptr_t {
+              return p.expected->empty() || p.observed->isEmpty()
+                         ? 0
+                         : uintptr_t(&p.observed->residency());
+            });
     for (size_t i = 0; i < pairs_.size(); ++i) {
       const std::string &name = *pairs_[i].name;
       const ModelTensor &mt = *pairs_[i].expected;
@@ -909,6 +884,7 @@ public:
         (void)device(l.device).releaseDeviceMemory(locations_.at(name));
     contexts_.clear();
     tensors_.clear();
+    ++tensorNamesChanges_;
   }
 
   /// Physical memory must be back at its baseline after teardown.
@@ -933,6 +909,9 @@ private:
     const std::string *name;
     const ModelTensor *expected;
     const Tensor *observed;
+    /// The backend's entry of that name, which outlives the Tensor object
+    /// it holds (a create or a move puts a new one there).
+    const std::unique_ptr<Tensor> *slot;
     /// Its residency as the sweep read it (a tensor the model holds a
     /// record for and the backend's is not empty).
     std::optional<ResidencySnapshot> snapshot;
@@ -946,16 +925,69 @@ private:
     }
   };
 
+  /// Pairs every tensor of \p model with the backend's of the same name, in
+  /// name order, up to the first name only one side has (returned). The
+  /// pairing is kept while neither side adds or removes a name (the model's
+  /// stamp and this session's count of such changes), so that a sweep
+  /// between such steps does not walk both maps and compare their names.
+  std::optional<Difference> pairByName(const Model &model) {
+    if (pairedModel_ == &model &&
+        pairedModelStamp_ == model.tensorNamesStamp() &&
+        pairedChanges_ == tensorNamesChanges_) {
+      for (TensorPair &p : pairs_) {
+        p.observed = p.slot->get();
+        p.snapshot.reset();
+      }
+      return std::nullopt;
+    }
+    pairedModel_ = nullptr;
+    pairs_.clear();
+    auto expected = model.tensors().begin();
+    auto observed = tensors_.begin();
+    for (; expected != model.tensors().end() || observed != tensors_.end();
+         ++expected, ++observed) {
+      // Equal names, the common case, take one comparison.
+      if (expected != model.tensors().end() && observed != tensors_.end() &&
+          sameText(expected->first, observed->first)) {
+        pairs_.push_back({&expected->first, &expected->second,
+                          observed->second.get(), &observed->second,
+                          std::nullopt});
+        continue;
+      }
+      if (observed == tensors_.end() || (expected != model.tensors().end() &&
+                                         expected->first < observed->first))
+        return Difference{"tensor '" + expected->first + "'", "to exist",
+                          "missing"};
+      return Difference{"tensor '" + observed->first + "'", "not to exist",
+                        "exists"};
+    }
+    pairedModel_ = &model;
+    pairedModelStamp_ = model.tensorNamesStamp();
+    pairedChanges_ = tensorNamesChanges_;
+    return std::nullopt;
+  }
+
   /// Sets \p leader[i], for every pairs_[i] whose \p keyOf is not 0, to the
   /// first position with the same key (sorting, so that a sweep stays
-  /// O(n log n) without a map built per step).
+  /// O(n log n) without a map built per step). The keys of the last call
+  /// are kept in \p keys: when none changed, neither did the leaders.
   template <typename KeyOf>
-  void leaders(std::vector<size_t> &leader, KeyOf keyOf) {
+  void leaders(std::vector<size_t> &leader, std::vector<uintptr_t> &keys,
+               KeyOf keyOf) {
+    bool same = keys.size() == pairs_.size() && leader.size() == pairs_.size();
+    keys.resize(pairs_.size());
+    for (size_t i = 0; i < pairs_.size(); ++i) {
+      uintptr_t key = keyOf(pairs_[i]);
+      same = same && keys[i] == key;
+      keys[i] = key;
+    }
+    if (same)
+      return;
     leader.assign(pairs_.size(), SIZE_MAX);
     keyed_.clear();
     for (size_t i = 0; i < pairs_.size(); ++i)
-      if (uintptr_t key = keyOf(pairs_[i]))
-        keyed_.push_back({key, i});
+      if (keys[i])
+        keyed_.push_back({keys[i], i});
     std::sort(keyed_.begin(), keyed_.end());
     for (size_t i = 0; i < keyed_.size(); ++i)
       leader[keyed_[i].position] = i > 0 && keyed_[i - 1].key == keyed_[i].key
@@ -977,6 +1009,14 @@ private:
   }
 
   Tensor &tensor(const std::string &name) { return *tensors_.at(name); }
+
+  /// The entry of the tensor named \p name, added (null) when absent.
+  std::unique_ptr<Tensor> &tensorSlot(const std::string &name) {
+    auto [it, inserted] = tensors_.try_emplace(name);
+    if (inserted)
+      ++tensorNamesChanges_;
+    return it->second;
+  }
 
   /// The scenario's name of \p manager: a scenario has a few devices, so a
   /// scan of them costs less than a lookup in a map.
@@ -1024,29 +1064,29 @@ private:
                  std::shared_ptr<CallbackProbe> &) {
     switch (c.kind) {
     case CommandKind::Create: {
-      tensors_[c.target] = std::make_unique<Tensor>();
+      tensorSlot(c.target) = std::make_unique<Tensor>();
       auto t = std::make_unique<Tensor>(c.elemKind, c.dims, c.target);
       if (c.pattern)
         fillPattern(c.elemKind, c.pattern, 0, writable(t->mutableHostBytes()));
-      tensors_[c.target] = std::move(t);
+      tensorSlot(c.target) = std::move(t);
       return Error::success();
     }
     case CommandKind::View: {
-      tensors_[c.target] = std::make_unique<Tensor>();
+      tensorSlot(c.target) = std::make_unique<Tensor>();
       Tensor v = tensor(c.source).getUnowned(c.dims, c.offset);
       v.setName(c.target);
-      *tensors_[c.target] = std::move(v);
+      *tensorSlot(c.target) = std::move(v);
       return Error::success();
     }
     case CommandKind::Clone: {
-      tensors_[c.target] = std::make_unique<Tensor>();
+      tensorSlot(c.target) = std::make_unique<Tensor>();
       Tensor copy = tensor(c.source).clone();
       copy.setName(c.target);
-      *tensors_[c.target] = std::move(copy);
+      *tensorSlot(c.target) = std::move(copy);
       return Error::success();
     }
     case CommandKind::MoveConstruct:
-      tensors_[c.target] =
+      tensorSlot(c.target) =
           std::make_unique<Tensor>(std::move(tensor(c.source)));
       return Error::success();
     case CommandKind::MoveAssign:
@@ -1057,7 +1097,8 @@ private:
       return Error::success();
     case CommandKind::Destroy:
       unbindEverywhere(c.target);
-      tensors_.erase(c.target);
+      if (tensors_.erase(c.target))
+        ++tensorNamesChanges_;
       return Error::success();
     case CommandKind::ToDevice: {
       std::optional<DeviceLocation> location;
@@ -1161,6 +1202,13 @@ private:
   std::vector<TensorPair> pairs_;
   std::vector<Keyed> keyed_;
   std::vector<size_t> modelLeader_, backendLeader_;
+  std::vector<uintptr_t> modelKeys_, backendKeys_;
+  /// What pairs_ was built from (pairByName).
+  const Model *pairedModel_ = nullptr;
+  uint64_t pairedModelStamp_ = 0;
+  uint64_t pairedChanges_ = 0;
+  /// Counts the names added to and removed from tensors_.
+  uint64_t tensorNamesChanges_ = 0;
   /// The devices of scenario_.devices, in its order, once set up.
   std::vector<DeviceManager *> devices_;
   bool anyAsynchronous_ = false;
