@@ -434,8 +434,11 @@ public:
   /// not checked: a command that fails before any work (a partial view)
   /// calls back at once, while a pending transfer of its record may still
   /// be on its way to the state the model already shows.
-  void execute(const Command &c, const Model &model, Observation &obs,
-               bool othersPending = false) {
+  /// Not inlined: a contract violation the step expects is caught here,
+  /// and the unwinder searches the call-site table of the frame that
+  /// catches, which is short for this function and long for its callers.
+  [[gnu::noinline]] void execute(const Command &c, const Model &model,
+                                 Observation &obs, bool othersPending = false) {
     std::shared_ptr<CallbackProbe> probe;
     // A transfer issued without waiting completes while later steps change
     // the model and the tensors: its callback records the outcome only.
@@ -829,7 +832,8 @@ public:
                               locations_.at(r->location).toString() + ")",
                           s.location.toString()};
       if (sweep)
-        located_.push_back({t, s.manager, s.location.value, &name});
+        located_.push_back(
+            {t, &t->residency(), s.manager, s.location.value, &name});
       return std::nullopt;
     };
     if (!sweep) {
@@ -853,7 +857,14 @@ public:
         break;
     }
     // Distinct records at distinct locations: the first tensor, in name
-    // order, whose location an earlier tensor of another record holds.
+    // order, whose location an earlier tensor of another record holds. When
+    // the same tensors of the same records are at the same locations as at
+    // the last sweep that found no clash, there is none now either.
+    if (!first && located_ == unclashed_)
+      return std::nullopt;
+    unclashed_.clear();
+    if (!first)
+      unclashed_ = located_;
     std::sort(located_.begin(), located_.end());
     const Located *clash = nullptr, *holder = nullptr;
     for (size_t i = 1, groupStart = 0; i < located_.size(); ++i) {
@@ -868,11 +879,13 @@ public:
         holder = &located_[groupStart];
       }
     }
-    if (clash)
+    if (clash) {
+      unclashed_.clear();
       return Difference{"location of tensor '" + *clash->name + "'",
                         "distinct from every other record's",
                         "the same as tensor '" + *holder->name + "' (" +
                             DeviceLocation{clash->location}.toString() + ")"};
+    }
     return first;
   }
 
@@ -1180,11 +1193,17 @@ private:
   /// A resident tensor's location, as a sweep's backend checks saw it.
   struct Located {
     const Tensor *tensor;
+    /// Its residency record.
+    const void *record;
     const DeviceManager *manager;
     uint64_t location;
     const std::string *name;
     bool sameLocation(const Located &o) const {
       return manager == o.manager && location == o.location;
+    }
+    bool operator==(const Located &o) const {
+      return tensor == o.tensor && record == o.record && manager == o.manager &&
+             location == o.location && name == o.name;
     }
     /// By location, then by name.
     bool operator<(const Located &o) const {
@@ -1196,6 +1215,9 @@ private:
     }
   };
   std::vector<Located> located_;
+  /// located_ as the last sweep that found no clash built it (before
+  /// sorting).
+  std::vector<Located> unclashed_;
   /// Scratch space of the sweeps, kept between steps so that a step
   /// allocates nothing once they have grown.
   std::vector<int> namedRecords_;
