@@ -23,11 +23,15 @@ if [[ ${#mutants[@]} -eq 0 ]]; then
     sed -E 's/set\(DRT_BACKEND_MUTANTS//; s/\)//'))
   mutants+=(opencl-read-not-waited)
 fi
-fuzzer=build/fuzz/fuzz/drt-fuzz-residency
-convert=build/fuzz/fuzz/drt-fuzz-to-scenario
+# FUZZ_BUILD: the fuzz preset's build folder (default build/fuzz).
+fuzz_build=${FUZZ_BUILD:-build/fuzz}
+fuzzer=$fuzz_build/fuzz/drt-fuzz-residency
+convert=$fuzz_build/fuzz/drt-fuzz-to-scenario
 replay=build/default/conformance/drt-replay
 export POCL_CACHE_DIR="$PWD/build/fuzz/pocl-cache"
-export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:quarantine_size_mb=16:malloc_context_size=5}"
+# As ci/fuzz: one frame of allocation stack while fuzzing.
+fuzz_asan_options="${ASAN_OPTIONS:-detect_leaks=1:quarantine_size_mb=16:malloc_context_size=1}"
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}"
 export LSAN_OPTIONS="suppressions=$PWD/ci/lsan.supp"
 
 echo "| mutant | found | seconds to find | inputs run | commands | replay on mutant | on reference |"
@@ -40,7 +44,7 @@ for m in "${mutants[@]}"; do
   reference=fake
   [[ $m == opencl-* ]] && reference=opencl
   start=$(date +%s%N)
-  DRT_FUZZ_BACKEND=mutant:$m "$fuzzer" "${corpus[@]}" -max_total_time="$seconds" \
+  ASAN_OPTIONS="$fuzz_asan_options" DRT_FUZZ_BACKEND=mutant:$m "$fuzzer" "${corpus[@]}" -max_total_time="$seconds" \
     -max_len=4096 -timeout=30 -rss_limit_mb=2048 -entropic=0 \
     -dict=fuzz/scenario.dict -artifact_prefix="$work/findings/" \
     -print_final_stats=1 > "$work/log" 2>&1

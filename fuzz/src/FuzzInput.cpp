@@ -106,6 +106,38 @@ std::string setupProblem(const FuzzSetup &setup) {
   return "";
 }
 
+namespace {
+
+/// splitmix64's output function.
+uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111eb;
+  return z ^ (z >> 31);
+}
+
+} // namespace
+
+uint64_t generatorNameHash(std::string_view family,
+                           std::string_view configuration) {
+  uint64_t h = 0xcbf29ce484222325; // FNV-1a
+  for (std::string_view part : {family, std::string_view("\n"), configuration})
+    for (char c : part)
+      h = (h ^ uint8_t(c)) * 0x100000001b3;
+  return h;
+}
+
+size_t slotOwner(std::span<const uint64_t> nameHashes, uint64_t slot) {
+  size_t owner = 0;
+  uint64_t best = 0;
+  for (size_t i = 0; i < nameHashes.size(); ++i)
+    if (uint64_t score = mix64(nameHashes[i] ^ mix64(slot + 1));
+        score >= best) {
+      best = score;
+      owner = i;
+    }
+  return owner;
+}
+
 std::string DecodedInput::describe() const {
   if (form == Form::Text)
     return "scenario text";
@@ -123,7 +155,20 @@ struct FamilyGenerator {
   /// creates on the backend under test.
   ParameterMap parameters;
   ScenarioGenerator generator;
+  /// A hash of the family's and the configuration's names (slotOwner).
+  uint64_t nameHash = 0;
 };
+
+/// The generator that owns \p slot (slotOwner over their names' hashes).
+const FamilyGenerator &
+generatorForSlot(const std::vector<FamilyGenerator> &generators,
+                 uint64_t slot) {
+  std::vector<uint64_t> hashes;
+  hashes.reserve(generators.size());
+  for (const FamilyGenerator &g : generators)
+    hashes.push_back(g.nameHash);
+  return generators[slotOwner(hashes, slot)];
+}
 
 /// The generators of every (family, configuration) pair that runs on \p
 /// setup's backends, as a conformance run sweeps them: the configurations
@@ -163,8 +208,10 @@ const std::vector<FamilyGenerator> &generatorsFor(const FuzzSetup &setup) {
           std::min(profile.space.maxLiveBytes, family.aboutLargeTensors
                                                    ? setup.maxLargeLiveBytes
                                                    : setup.maxLiveBytes);
-      generators.push_back({family.name, configuration,
-                            ScenarioGenerator(std::move(profile), *caps)});
+      generators.push_back(
+          {family.name, configuration,
+           ScenarioGenerator(std::move(profile), *caps),
+           generatorNameHash(family.name, configurationName(configuration))});
     }
   }
   return cache.emplace(key, std::move(generators)).first->second;
@@ -304,7 +351,8 @@ decodeInput(std::span<const uint8_t> input, const FuzzSetup &setup) {
     return Rejection{"no property family runs on backend '" + setup.backend +
                      "'"};
   ByteChoiceSource choices(input);
-  const FamilyGenerator &chosen = choices.pick(generators);
+  const FamilyGenerator &chosen =
+      generatorForSlot(generators, choices.below(GeneratorSlots));
   DecodedInput out;
   out.family = chosen.family;
   out.configuration = configurationName(chosen.parameters);

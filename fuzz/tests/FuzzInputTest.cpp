@@ -117,13 +117,43 @@ TEST(DecodeInput, ChoicesReachEveryFamilyAndEveryCommand) {
 
 TEST(DecodeInput, TheBytesEndTheScenario) {
   DecodedInput empty = decoded("");
-  EXPECT_EQ(empty.family, propertyFamilies().front().name);
+  EXPECT_FALSE(empty.family.empty());
+  EXPECT_EQ(empty.family, decoded(std::string("\x00\x00", 2)).family)
+      << "the bytes that are missing read as zeros: slot 0";
   EXPECT_TRUE(empty.scenario.commands.empty());
   DecodedInput shortInput = decoded(std::string("\x00\x05\x00\x00", 4));
   EXPECT_LE(shortInput.scenario.commands.size(), 2u);
   FuzzSetup few;
   few.maxCommands = 3;
   EXPECT_LE(decoded(randomBytes(5, 500), few).scenario.commands.size(), 3u);
+}
+
+TEST(SlotOwner, AFamilyAddedLaterMovesNoOtherSlot) {
+  std::vector<uint64_t> hashes;
+  for (const char *family : {"mixed", "sizes", "faults", "view-sharing"})
+    for (const char *configuration : {"default", "async=1", "alignment=4096"})
+      hashes.push_back(generatorNameHash(family, configuration));
+  std::vector<uint64_t> more = hashes;
+  more.insert(more.begin() + 3, generatorNameHash("pinned", "default"));
+  std::vector<size_t> owned(hashes.size()), ownedAfter(more.size());
+  size_t movedToNew = 0;
+  for (uint64_t slot = 0; slot < GeneratorSlots; ++slot) {
+    size_t before = slotOwner(hashes, slot), after = slotOwner(more, slot);
+    ++owned[before];
+    ++ownedAfter[after];
+    if (after == 3) {
+      ++movedToNew;
+      continue;
+    }
+    ASSERT_EQ(more[after], hashes[before])
+        << "slot " << slot << " moved between two families that were there";
+  }
+  EXPECT_GT(movedToNew, GeneratorSlots / more.size() / 2)
+      << "the new family takes about its share";
+  EXPECT_LT(movedToNew, 2 * GeneratorSlots / more.size());
+  for (size_t n : owned)
+    EXPECT_GT(n, GeneratorSlots / hashes.size() / 2)
+        << "every family owns about its share of the slots";
 }
 
 TEST(DecodeInput, ChoicesDrawOnlyFamiliesTheConfigurationRuns) {

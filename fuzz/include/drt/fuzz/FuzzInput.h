@@ -3,10 +3,12 @@
 // What a fuzzer's input means. An input is either
 //  - choices (the first byte is not '#'): the bytes drive the conformance
 //    suite's own scenario generator (ScenarioGenerator with a
-//    ByteChoiceSource). The first choice picks a property family and one
-//    of the configurations the backend declares worth testing (as a
-//    conformance run sweeps them: only pairs the configuration's
-//    capabilities allow), whose profile gives the devices and the commands
+//    ByteChoiceSource). The first choice, a slot below 65536, picks a
+//    property family and one of the configurations the backend declares
+//    worth testing (as a conformance run sweeps them: only pairs the
+//    configuration's capabilities allow; each slot belongs to the pair whose
+//    names hash highest with it, so that a new family takes slots without
+//    moving the others), whose profile gives the devices and the commands
 //    that exist; every later choice is one the generator makes (a command kind,
 //    which live tensor, a size, a kind, a value, an offset, a fault plan).
 //    Operands are therefore indices into the live objects, every input is a
@@ -112,6 +114,19 @@ struct DecodedInput {
   /// "choices (family 'mixed', configuration default)" or "scenario text".
   std::string describe() const;
 };
+
+/// The number of slots the first choice of a choices input picks from.
+constexpr uint64_t GeneratorSlots = 65536;
+
+/// A hash of a (family, configuration) pair's names, as slotOwner takes it.
+uint64_t generatorNameHash(std::string_view family,
+                           std::string_view configuration);
+
+/// Which of the pairs whose name hashes are \p nameHashes owns \p slot: the
+/// one that hashes highest with it (rendezvous hashing). A pair added to the
+/// list takes only slots it then owns; every other slot keeps its owner, so
+/// a committed corpus keeps its meaning when families are added.
+size_t slotOwner(std::span<const uint64_t> nameHashes, uint64_t slot);
 
 /// An input that decodes to no scenario (a text input that does not parse,
 /// names what does not exist, or leaves the input space's bounds), and why.
