@@ -267,44 +267,61 @@ struct OpenCLDeviceManager::State {
   bool completionExit = false;
   std::thread completionThread;
 
+  /// True when the calling thread is to deliver the completion of the work
+  /// it is about to submit itself (submit): it waits for the work anyway
+  /// (callerWaitsForCompletion), sparing the hop to the completion thread,
+  /// and every earlier completion is delivered, so callbacks keep the order
+  /// of their submissions. Asked before enqueueing, so that the commands can
+  /// be blocking ones (on NVIDIA's driver a non-blocking transfer of
+  /// pageable memory is slower than a blocking one). Called with mutex held;
+  /// a claim is counted until submit delivers it or dropInlineClaim.
+  bool claimInline() {
+    std::lock_guard<std::mutex> guard(completionMutex);
+    if (!callerWaitsForCompletion() || undelivered != 0 ||
+        std::this_thread::get_id() == completionThread.get_id())
+      return false;
+    ++inlineDeliveries;
+    return true;
+  }
+
+  /// Ends a claim of claimInline.
+  void dropInlineClaim() {
+    {
+      std::lock_guard<std::mutex> guard(completionMutex);
+      --inlineDeliveries;
+    }
+    inlineDone.notify_all();
+  }
+
   /// Submits \p c's completion; called with \p lock (of mutex) held, after
   /// enqueueing its commands; returns with it released. Counts one command
   /// execution status (a planned fault there fails the command when it
-  /// completes). A caller that waits for the work anyway
-  /// (callerWaitsForCompletion) gets it delivered on its own thread, sparing
-  /// the hop to the completion thread, unless earlier completions are not
-  /// delivered yet: callbacks keep the order of their submissions.
-  void submit(Completion c, std::unique_lock<std::mutex> &lock) {
+  /// completes). With \p claimed (claimInline), delivers it on the calling
+  /// thread, else queues it for the completion thread.
+  void submit(Completion c, std::unique_lock<std::mutex> &lock, bool claimed) {
     c.failedStatus = driver.strike(OpenCLCall::CommandExecutionStatus);
-    bool inlineDelivery = false;
-    {
-      std::lock_guard<std::mutex> guard(completionMutex);
-      if (callerWaitsForCompletion() && undelivered == 0 &&
-          std::this_thread::get_id() != completionThread.get_id()) {
-        inlineDelivery = true;
-        ++inlineDeliveries;
-      } else {
+    if (!claimed) {
+      {
+        std::lock_guard<std::mutex> guard(completionMutex);
         ++undelivered;
         completions.push_back(std::move(c));
       }
-    }
-    if (!inlineDelivery) {
       completionReady.notify_one();
       // Advisory: the completion thread's wait submits the commands anyway.
       driver.flush(queue);
       lock.unlock();
       return;
     }
+    // The claimed work is the last on the queue: waiting for the queue in
+    // the driver waits for it, and its event's status is read after.
+    if (c.event)
+      driver.finish(queue);
     lock.unlock();
     bool outer = deliveringInline;
     deliveringInline = true;
     deliver(c);
     deliveringInline = outer;
-    {
-      std::lock_guard<std::mutex> guard(completionMutex);
-      --inlineDeliveries;
-    }
-    inlineDone.notify_all();
+    dropInlineClaim();
   }
 
   /// Pops the oldest completion, or returns false when there is none.
@@ -931,21 +948,30 @@ void OpenCLDeviceManager::copyToDevice(DeviceLocation dst, const std::byte *src,
   Completion c;
   c.what = what;
   cl_int rc = CL_SUCCESS;
+  // Failures from here on drop the claim before calling back.
+  bool claimed = s.claimInline();
+  auto failClaimed = [&](Error e) {
+    if (claimed)
+      s.dropInlineClaim();
+    fail(std::move(e));
+  };
   if (injected && *injected == ErrorCode::OutOfMemory)
     s.driver.plan(siteFault(*injected, FaultSite::TransferToDevice,
                             OpenCLCall::EnqueueWriteBuffer));
   if (!s.pinnedStaging || isPinnedHostMemory(src, bytes)) {
-    rc = s.driver.enqueueWriteBuffer(s.queue, a->buffer, 0, bytes, src,
-                                     &c.event);
+    // A caller that delivers its own completion waits in the driver.
+    rc = s.driver.enqueueWriteBuffer(s.queue, a->buffer, claimed, 0, bytes, src,
+                                     claimed ? nullptr : &c.event);
     if (rc != CL_SUCCESS)
-      return fail(openCLError(rc, "clEnqueueWriteBuffer", "during " + what));
+      return failClaimed(
+          openCLError(rc, "clEnqueueWriteBuffer", "during " + what));
   } else {
     // Chunk i is copied into pinned buffer i % 2 while the driver moves
     // chunk i - 1 out of the other one.
     uint64_t chunks = (bytes + s.stagingChunk - 1) / s.stagingChunk;
     std::vector<StagingBuffer> staging;
     if (Error e = s.takeStaging(std::min<uint64_t>(chunks, 2), staging))
-      return fail(std::move(e));
+      return failClaimed(std::move(e));
     std::array<cl_event, 2> written{};
     const char *call = nullptr;
     for (uint64_t i = 0; i < chunks && !call; ++i) {
@@ -962,8 +988,8 @@ void OpenCLDeviceManager::copyToDevice(DeviceLocation dst, const std::byte *src,
       uint64_t offset = i * s.stagingChunk;
       uint64_t size = std::min(s.stagingChunk, bytes - offset);
       std::memcpy(staging[i % 2].mapped, src + offset, size);
-      rc = s.driver.enqueueWriteBuffer(s.queue, a->buffer, offset, size,
-                                       staging[i % 2].mapped, &pending);
+      rc = s.driver.enqueueWriteBuffer(s.queue, a->buffer, CL_FALSE, offset,
+                                       size, staging[i % 2].mapped, &pending);
       if (rc != CL_SUCCESS)
         call = "clEnqueueWriteBuffer";
     }
@@ -973,7 +999,7 @@ void OpenCLDeviceManager::copyToDevice(DeviceLocation dst, const std::byte *src,
         if (e)
           s.driver.releaseEvent(e);
       s.returnStagingLocked(staging);
-      return fail(openCLError(rc, call, "during " + what));
+      return failClaimed(openCLError(rc, call, "during " + what));
     }
     // The queue is in order: the last chunk's write completes the transfer.
     c.event = written[(chunks - 1) % 2];
@@ -984,7 +1010,8 @@ void OpenCLDeviceManager::copyToDevice(DeviceLocation dst, const std::byte *src,
       return Error::success();
     };
   }
-  retainUntilDone(s.driver, s.queue, c, a->buffer);
+  if (c.event)
+    retainUntilDone(s.driver, s.queue, c, a->buffer);
   ++s.stats.transfersToDevice;
   s.stats.bytesToDevice += bytes;
   if (injected)
@@ -992,7 +1019,7 @@ void OpenCLDeviceManager::copyToDevice(DeviceLocation dst, const std::byte *src,
                             OpenCLCall::CommandExecutionStatus));
   // Taken only now: every failure above calls back through fail().
   c.done = std::move(done);
-  s.submit(std::move(c), lock);
+  s.submit(std::move(c), lock, claimed);
 }
 
 void OpenCLDeviceManager::copyFromDevice(DeviceLocation src, std::byte *dst,
@@ -1024,14 +1051,22 @@ void OpenCLDeviceManager::copyFromDevice(DeviceLocation src, std::byte *dst,
   Completion c;
   c.what = what;
   cl_int rc = CL_SUCCESS;
+  // Failures from here on drop the claim before calling back.
+  bool claimed = s.claimInline();
+  auto failClaimed = [&](Error e) {
+    if (claimed)
+      s.dropInlineClaim();
+    fail(std::move(e));
+  };
   if (injected && *injected == ErrorCode::OutOfMemory)
     s.driver.plan(siteFault(*injected, FaultSite::TransferFromDevice,
                             OpenCLCall::EnqueueReadBuffer));
   if (!s.pinnedStaging || isPinnedHostMemory(dst, bytes)) {
-    rc =
-        s.driver.enqueueReadBuffer(s.queue, a->buffer, 0, bytes, dst, &c.event);
+    rc = s.driver.enqueueReadBuffer(s.queue, a->buffer, claimed, 0, bytes, dst,
+                                    claimed ? nullptr : &c.event);
     if (rc != CL_SUCCESS)
-      return fail(openCLError(rc, "clEnqueueReadBuffer", "during " + what));
+      return failClaimed(
+          openCLError(rc, "clEnqueueReadBuffer", "during " + what));
   } else {
     // The driver moves chunk i + 1 into one pinned buffer while chunk i is
     // copied out of the other; the data is in place when the loop ends, so
@@ -1039,13 +1074,14 @@ void OpenCLDeviceManager::copyFromDevice(DeviceLocation src, std::byte *dst,
     uint64_t chunks = (bytes + s.stagingChunk - 1) / s.stagingChunk;
     std::vector<StagingBuffer> staging;
     if (Error e = s.takeStaging(std::min<uint64_t>(chunks, 2), staging))
-      return fail(std::move(e));
+      return failClaimed(std::move(e));
     std::array<cl_event, 2> read{};
     auto enqueueChunk = [&](uint64_t i) {
       uint64_t offset = i * s.stagingChunk;
       return s.driver.enqueueReadBuffer(
-          s.queue, a->buffer, offset, std::min(s.stagingChunk, bytes - offset),
-          staging[i % 2].mapped, &read[i % 2]);
+          s.queue, a->buffer, CL_FALSE, offset,
+          std::min(s.stagingChunk, bytes - offset), staging[i % 2].mapped,
+          &read[i % 2]);
     };
     const char *call = nullptr;
     rc = enqueueChunk(0);
@@ -1073,11 +1109,12 @@ void OpenCLDeviceManager::copyFromDevice(DeviceLocation src, std::byte *dst,
         if (e)
           s.driver.releaseEvent(e);
       s.returnStagingLocked(staging);
-      return fail(openCLError(rc, call, "during " + what));
+      return failClaimed(openCLError(rc, call, "during " + what));
     }
     s.returnStagingLocked(staging);
   }
-  retainUntilDone(s.driver, s.queue, c, a->buffer);
+  if (c.event)
+    retainUntilDone(s.driver, s.queue, c, a->buffer);
   ++s.stats.transfersFromDevice;
   s.stats.bytesFromDevice += bytes;
   if (injected)
@@ -1085,7 +1122,7 @@ void OpenCLDeviceManager::copyFromDevice(DeviceLocation src, std::byte *dst,
                             OpenCLCall::CommandExecutionStatus));
   // Taken only now: every failure above calls back through fail().
   c.done = std::move(done);
-  s.submit(std::move(c), lock);
+  s.submit(std::move(c), lock, claimed);
 }
 
 //===----------------------------------------------------------------------===//
@@ -1201,6 +1238,13 @@ void OpenCLDeviceManager::execute(const Function &function,
 
   Completion c;
   c.what = what;
+  // Failures from here on drop the claim before calling back.
+  bool claimed = s.claimInline();
+  auto failClaimed = [&](Error e) {
+    if (claimed)
+      s.dropInlineClaim();
+    fail(std::move(e));
+  };
   for (size_t n = 0; n < prepared.nodes.size(); ++n) {
     const PreparedNode &node = prepared.nodes[n];
     cl_kernel kernel = s.kernels[static_cast<unsigned>(node.kernel)];
@@ -1221,9 +1265,9 @@ void OpenCLDeviceManager::execute(const Function &function,
       rc = setScaleFactor(s.driver, kernel, arg++, node.kind, node.factor);
     if (rc != CL_SUCCESS) {
       s.driver.finish(s.queue);
-      return fail(openCLError(rc, "clSetKernelArg",
-                              std::string("of ") + kernelName(node.kernel) +
-                                  " in " + what));
+      return failClaimed(openCLError(
+          rc, "clSetKernelArg",
+          std::string("of ") + kernelName(node.kernel) + " in " + what));
     }
     size_t global = node.elements;
     bool last = n + 1 == prepared.nodes.size();
@@ -1234,9 +1278,9 @@ void OpenCLDeviceManager::execute(const Function &function,
                                        last ? &c.event : nullptr);
     if (rc != CL_SUCCESS) {
       s.driver.finish(s.queue);
-      return fail(openCLError(rc, "clEnqueueNDRangeKernel",
-                              std::string("of ") + kernelName(node.kernel) +
-                                  " in " + what));
+      return failClaimed(openCLError(
+          rc, "clEnqueueNDRangeKernel",
+          std::string("of ") + kernelName(node.kernel) + " in " + what));
     }
   }
   for (cl_mem b : buffers)
@@ -1246,7 +1290,7 @@ void OpenCLDeviceManager::execute(const Function &function,
   if (injected)
     s.driver.plan(siteFault(*injected, FaultSite::Run,
                             OpenCLCall::CommandExecutionStatus));
-  s.submit(std::move(c), lock);
+  s.submit(std::move(c), lock, claimed);
 }
 
 //===----------------------------------------------------------------------===//

@@ -176,18 +176,20 @@ public:
       return *st;
     return clReleaseMemObject(m);
   }
-  cl_int enqueueWriteBuffer(cl_command_queue q, cl_mem m, size_t offset,
-                            size_t size, const void *src, cl_event *event) {
+  cl_int enqueueWriteBuffer(cl_command_queue q, cl_mem m, cl_bool blocking,
+                            size_t offset, size_t size, const void *src,
+                            cl_event *event) {
     if (auto st = strike(OpenCLCall::EnqueueWriteBuffer))
       return *st;
-    return clEnqueueWriteBuffer(q, m, CL_FALSE, offset, size, src, 0, nullptr,
+    return clEnqueueWriteBuffer(q, m, blocking, offset, size, src, 0, nullptr,
                                 event);
   }
-  cl_int enqueueReadBuffer(cl_command_queue q, cl_mem m, size_t offset,
-                           size_t size, void *dst, cl_event *event) {
+  cl_int enqueueReadBuffer(cl_command_queue q, cl_mem m, cl_bool blocking,
+                           size_t offset, size_t size, void *dst,
+                           cl_event *event) {
     if (auto st = strike(OpenCLCall::EnqueueReadBuffer))
       return *st;
-    return clEnqueueReadBuffer(q, m, CL_FALSE, offset, size, dst, 0, nullptr,
+    return clEnqueueReadBuffer(q, m, blocking, offset, size, dst, 0, nullptr,
                                event);
   }
   /// Copies between two buffers. Every copy counts as a device-to-device
