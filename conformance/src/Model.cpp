@@ -10,6 +10,7 @@
 #include "ElementArithmetic.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 namespace drt::conformance {
@@ -410,6 +411,18 @@ void Model::unbindEverywhere(const std::string &tensor) {
                   [&](const auto &b) { return b.second == tensor; });
 }
 
+ModelTensor &Model::tensorSlot(const std::string &name) {
+  auto [it, inserted] = tensors_.try_emplace(name);
+  if (inserted)
+    namesStamp_.renew();
+  return it->second;
+}
+
+uint64_t Model::UniqueStamp::next() {
+  static std::atomic<uint64_t> last{0};
+  return ++last;
+}
+
 void Model::forgetTensor(const std::string &name, Step &step) {
   auto it = tensors_.find(name);
   if (it == tensors_.end())
@@ -421,6 +434,7 @@ void Model::forgetTensor(const std::string &name, Step &step) {
     dropReference(it->second.record, step);
   }
   tensors_.erase(it);
+  namesStamp_.renew();
   unbindEverywhere(name);
 }
 
@@ -708,7 +722,7 @@ ModelStep Model::apply(const Command &c) {
           fillPattern(c.elemKind, c.pattern, 0, r.data);
       }
     }
-    tensors_[c.target] = t;
+    tensorSlot(c.target) = t;
     break;
   }
   case CommandKind::View: {
@@ -731,7 +745,7 @@ ModelStep Model::apply(const Command &c) {
     }
     if (o.kind != Outcome::Kind::Ok)
       v.record = -1;
-    tensors_[c.target] = v;
+    tensorSlot(c.target) = v;
     break;
   }
   case CommandKind::Clone: {
@@ -763,13 +777,13 @@ ModelStep Model::apply(const Command &c) {
         to.known.mark(b, e);
       copy.record = id;
     }
-    tensors_[c.target] = copy;
+    tensorSlot(c.target) = copy;
     break;
   }
   case CommandKind::MoveConstruct: {
     ModelTensor src = tensors_.at(c.source);
-    tensors_[c.source] = ModelTensor{};
-    tensors_[c.target] = src;
+    tensorSlot(c.source) = ModelTensor{};
+    tensorSlot(c.target) = src;
     unbindEverywhere(c.target);
     break;
   }
@@ -786,7 +800,7 @@ ModelStep Model::apply(const Command &c) {
       dropReference(dst.record, step);
     }
     dst = src;
-    tensors_[c.source] = ModelTensor{};
+    tensorSlot(c.source) = ModelTensor{};
     break;
   }
   case CommandKind::SelfMove:

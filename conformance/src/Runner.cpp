@@ -395,6 +395,7 @@ public:
       host_.device(index).shutdown();
     contexts_.clear();
     tensors_.clear();
+    ++tensorNamesChanges_;
   }
 
   const std::string &backend() const { return backend_; }
@@ -433,8 +434,11 @@ public:
   /// not checked: a command that fails before any work (a partial view)
   /// calls back at once, while a pending transfer of its record may still
   /// be on its way to the state the model already shows.
-  void execute(const Command &c, const Model &model, Observation &obs,
-               bool othersPending = false) {
+  /// Not inlined: a contract violation the step expects is caught here,
+  /// and the unwinder searches the call-site table of the frame that
+  /// catches, which is short for this function and long for its callers.
+  [[gnu::noinline]] void execute(const Command &c, const Model &model,
+                                 Observation &obs, bool othersPending = false) {
     std::shared_ptr<CallbackProbe> probe;
     // A transfer issued without waiting completes while later steps change
     // the model and the tensors: its callback records the outcome only.
@@ -711,43 +715,17 @@ public:
     for (const std::string &name : named)
       if (const ModelTensor *t = model.tensor(name); t && !t->empty())
         namedRecords_.push_back(t->record);
-    // The tensors paired by name, up to the first name only one side has.
-    pairs_.clear();
-    std::optional<Difference> unpaired;
-    auto expected = model.tensors().begin();
-    auto observed = tensors_.begin();
-    for (; expected != model.tensors().end() || observed != tensors_.end();
-         ++expected, ++observed) {
-      // Equal names, the common case, take one comparison.
-      if (expected != model.tensors().end() && observed != tensors_.end() &&
-          sameText(expected->first, observed->first)) {
-        pairs_.push_back({&expected->first, &expected->second,
-                          observed->second.get(), std::nullopt});
-        continue;
-      }
-      if (observed == tensors_.end() || (expected != model.tensors().end() &&
-                                         expected->first < observed->first)) {
-        unpaired = Difference{"tensor '" + expected->first + "'", "to exist",
-                              "missing"};
-        break;
-      }
-      if (expected == model.tensors().end() ||
-          observed->first < expected->first) {
-        unpaired = Difference{"tensor '" + observed->first + "'",
-                              "not to exist", "exists"};
-        break;
-      }
-    }
-    // The first tensor (in name order) on each record, in the model and in
-    // the backend, of every tensor the model holds a record for.
-    leaders(modelLeader_, [&](const TensorPair &p) -> uintptr_t {
+    std::optional<Difference> unpaired = pairByName(model);
+    // The leaders, computed again only when a key changed.
+    leaders(modelLeader_, modelKeys_, [&](const TensorPair &p) -> uintptr_t {
       return p.expected->empty() ? 0 : uintptr_t(p.expected->record) + 1;
     });
-    leaders(backendLeader_, [&](const TensorPair &p) -> uintptr_t {
-      return p.expected->empty() || p.observed->isEmpty()
-                 ? 0
-                 : uintptr_t(&p.observed->residency());
-    });
+    leaders(backendLeader_, backendKeys_,
+            [&](const TensorPair &p) -> uintptr_t {
+              return p.expected->empty() || p.observed->isEmpty()
+                         ? 0
+                         : uintptr_t(&p.observed->residency());
+            });
     for (size_t i = 0; i < pairs_.size(); ++i) {
       const std::string &name = *pairs_[i].name;
       const ModelTensor &mt = *pairs_[i].expected;
@@ -854,7 +832,8 @@ public:
                               locations_.at(r->location).toString() + ")",
                           s.location.toString()};
       if (sweep)
-        located_.push_back({t, s.manager, s.location.value, &name});
+        located_.push_back(
+            {t, &t->residency(), s.manager, s.location.value, &name});
       return std::nullopt;
     };
     if (!sweep) {
@@ -878,7 +857,14 @@ public:
         break;
     }
     // Distinct records at distinct locations: the first tensor, in name
-    // order, whose location an earlier tensor of another record holds.
+    // order, whose location an earlier tensor of another record holds. When
+    // the same tensors of the same records are at the same locations as at
+    // the last sweep that found no clash, there is none now either.
+    if (!first && located_ == unclashed_)
+      return std::nullopt;
+    unclashed_.clear();
+    if (!first)
+      unclashed_ = located_;
     std::sort(located_.begin(), located_.end());
     const Located *clash = nullptr, *holder = nullptr;
     for (size_t i = 1, groupStart = 0; i < located_.size(); ++i) {
@@ -893,11 +879,13 @@ public:
         holder = &located_[groupStart];
       }
     }
-    if (clash)
+    if (clash) {
+      unclashed_.clear();
       return Difference{"location of tensor '" + *clash->name + "'",
                         "distinct from every other record's",
                         "the same as tensor '" + *holder->name + "' (" +
                             DeviceLocation{clash->location}.toString() + ")"};
+    }
     return first;
   }
 
@@ -909,6 +897,7 @@ public:
         (void)device(l.device).releaseDeviceMemory(locations_.at(name));
     contexts_.clear();
     tensors_.clear();
+    ++tensorNamesChanges_;
   }
 
   /// Physical memory must be back at its baseline after teardown.
@@ -933,6 +922,9 @@ private:
     const std::string *name;
     const ModelTensor *expected;
     const Tensor *observed;
+    /// The backend's entry of that name, which outlives the Tensor object
+    /// it holds (a create or a move puts a new one there).
+    const std::unique_ptr<Tensor> *slot;
     /// Its residency as the sweep read it (a tensor the model holds a
     /// record for and the backend's is not empty).
     std::optional<ResidencySnapshot> snapshot;
@@ -946,16 +938,69 @@ private:
     }
   };
 
+  /// Pairs every tensor of \p model with the backend's of the same name, in
+  /// name order, up to the first name only one side has (returned). The
+  /// pairing is kept while neither side adds or removes a name (the model's
+  /// stamp and this session's count of such changes), so that a sweep
+  /// between such steps does not walk both maps and compare their names.
+  std::optional<Difference> pairByName(const Model &model) {
+    if (pairedModel_ == &model &&
+        pairedModelStamp_ == model.tensorNamesStamp() &&
+        pairedChanges_ == tensorNamesChanges_) {
+      for (TensorPair &p : pairs_) {
+        p.observed = p.slot->get();
+        p.snapshot.reset();
+      }
+      return std::nullopt;
+    }
+    pairedModel_ = nullptr;
+    pairs_.clear();
+    auto expected = model.tensors().begin();
+    auto observed = tensors_.begin();
+    for (; expected != model.tensors().end() || observed != tensors_.end();
+         ++expected, ++observed) {
+      // Equal names, the common case, take one comparison.
+      if (expected != model.tensors().end() && observed != tensors_.end() &&
+          sameText(expected->first, observed->first)) {
+        pairs_.push_back({&expected->first, &expected->second,
+                          observed->second.get(), &observed->second,
+                          std::nullopt});
+        continue;
+      }
+      if (observed == tensors_.end() || (expected != model.tensors().end() &&
+                                         expected->first < observed->first))
+        return Difference{"tensor '" + expected->first + "'", "to exist",
+                          "missing"};
+      return Difference{"tensor '" + observed->first + "'", "not to exist",
+                        "exists"};
+    }
+    pairedModel_ = &model;
+    pairedModelStamp_ = model.tensorNamesStamp();
+    pairedChanges_ = tensorNamesChanges_;
+    return std::nullopt;
+  }
+
   /// Sets \p leader[i], for every pairs_[i] whose \p keyOf is not 0, to the
   /// first position with the same key (sorting, so that a sweep stays
-  /// O(n log n) without a map built per step).
+  /// O(n log n) without a map built per step). The keys of the last call
+  /// are kept in \p keys: when none changed, neither did the leaders.
   template <typename KeyOf>
-  void leaders(std::vector<size_t> &leader, KeyOf keyOf) {
+  void leaders(std::vector<size_t> &leader, std::vector<uintptr_t> &keys,
+               KeyOf keyOf) {
+    bool same = keys.size() == pairs_.size() && leader.size() == pairs_.size();
+    keys.resize(pairs_.size());
+    for (size_t i = 0; i < pairs_.size(); ++i) {
+      uintptr_t key = keyOf(pairs_[i]);
+      same = same && keys[i] == key;
+      keys[i] = key;
+    }
+    if (same)
+      return;
     leader.assign(pairs_.size(), SIZE_MAX);
     keyed_.clear();
     for (size_t i = 0; i < pairs_.size(); ++i)
-      if (uintptr_t key = keyOf(pairs_[i]))
-        keyed_.push_back({key, i});
+      if (keys[i])
+        keyed_.push_back({keys[i], i});
     std::sort(keyed_.begin(), keyed_.end());
     for (size_t i = 0; i < keyed_.size(); ++i)
       leader[keyed_[i].position] = i > 0 && keyed_[i - 1].key == keyed_[i].key
@@ -977,6 +1022,14 @@ private:
   }
 
   Tensor &tensor(const std::string &name) { return *tensors_.at(name); }
+
+  /// The entry of the tensor named \p name, added (null) when absent.
+  std::unique_ptr<Tensor> &tensorSlot(const std::string &name) {
+    auto [it, inserted] = tensors_.try_emplace(name);
+    if (inserted)
+      ++tensorNamesChanges_;
+    return it->second;
+  }
 
   /// The scenario's name of \p manager: a scenario has a few devices, so a
   /// scan of them costs less than a lookup in a map.
@@ -1024,7 +1077,7 @@ private:
                  std::shared_ptr<CallbackProbe> &) {
     switch (c.kind) {
     case CommandKind::Create: {
-      tensors_[c.target] = std::make_unique<Tensor>();
+      tensorSlot(c.target) = std::make_unique<Tensor>();
       std::unique_ptr<Tensor> t;
       // pinned=D: storage from D's pinned memory where D has any (the
       // contract is the same for every kind of storage, so the model does
@@ -1038,25 +1091,25 @@ private:
         t = std::make_unique<Tensor>(c.elemKind, c.dims, c.target);
       if (c.pattern)
         fillPattern(c.elemKind, c.pattern, 0, writable(t->mutableHostBytes()));
-      tensors_[c.target] = std::move(t);
+      tensorSlot(c.target) = std::move(t);
       return Error::success();
     }
     case CommandKind::View: {
-      tensors_[c.target] = std::make_unique<Tensor>();
+      tensorSlot(c.target) = std::make_unique<Tensor>();
       Tensor v = tensor(c.source).getUnowned(c.dims, c.offset);
       v.setName(c.target);
-      *tensors_[c.target] = std::move(v);
+      *tensorSlot(c.target) = std::move(v);
       return Error::success();
     }
     case CommandKind::Clone: {
-      tensors_[c.target] = std::make_unique<Tensor>();
+      tensorSlot(c.target) = std::make_unique<Tensor>();
       Tensor copy = tensor(c.source).clone();
       copy.setName(c.target);
-      *tensors_[c.target] = std::move(copy);
+      *tensorSlot(c.target) = std::move(copy);
       return Error::success();
     }
     case CommandKind::MoveConstruct:
-      tensors_[c.target] =
+      tensorSlot(c.target) =
           std::make_unique<Tensor>(std::move(tensor(c.source)));
       return Error::success();
     case CommandKind::MoveAssign:
@@ -1067,7 +1120,8 @@ private:
       return Error::success();
     case CommandKind::Destroy:
       unbindEverywhere(c.target);
-      tensors_.erase(c.target);
+      if (tensors_.erase(c.target))
+        ++tensorNamesChanges_;
       return Error::success();
     case CommandKind::ToDevice: {
       std::optional<DeviceLocation> location;
@@ -1149,11 +1203,17 @@ private:
   /// A resident tensor's location, as a sweep's backend checks saw it.
   struct Located {
     const Tensor *tensor;
+    /// Its residency record.
+    const void *record;
     const DeviceManager *manager;
     uint64_t location;
     const std::string *name;
     bool sameLocation(const Located &o) const {
       return manager == o.manager && location == o.location;
+    }
+    bool operator==(const Located &o) const {
+      return tensor == o.tensor && record == o.record && manager == o.manager &&
+             location == o.location && name == o.name;
     }
     /// By location, then by name.
     bool operator<(const Located &o) const {
@@ -1165,12 +1225,22 @@ private:
     }
   };
   std::vector<Located> located_;
+  /// located_ as the last sweep that found no clash built it (before
+  /// sorting).
+  std::vector<Located> unclashed_;
   /// Scratch space of the sweeps, kept between steps so that a step
   /// allocates nothing once they have grown.
   std::vector<int> namedRecords_;
   std::vector<TensorPair> pairs_;
   std::vector<Keyed> keyed_;
   std::vector<size_t> modelLeader_, backendLeader_;
+  std::vector<uintptr_t> modelKeys_, backendKeys_;
+  /// What pairs_ was built from (pairByName).
+  const Model *pairedModel_ = nullptr;
+  uint64_t pairedModelStamp_ = 0;
+  uint64_t pairedChanges_ = 0;
+  /// Counts the names added to and removed from tensors_.
+  uint64_t tensorNamesChanges_ = 0;
   /// The devices of scenario_.devices, in its order, once set up.
   std::vector<DeviceManager *> devices_;
   bool anyAsynchronous_ = false;

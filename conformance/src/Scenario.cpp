@@ -348,8 +348,24 @@ void fillPattern(ElemKind kind, uint64_t pattern, size_t firstElement,
   size_t size = elemSize(kind);
   uint64_t period = patternPeriod(kind, pattern);
   if (period == 0) {
-    writeElements(size, out, firstElement,
-                  [&](uint64_t i) { return elementBits(kind, pattern, i); });
+    // The patterns that do not repeat, with their class decided once rather
+    // than per element.
+    if (pattern / ValueClassBase == RandomTag) {
+      uint64_t base = (pattern % ValueClassBase) * 0x9e3779b97f4a7c15;
+      writeElements(size, out, firstElement,
+                    [&](uint64_t i) { return mix(base + mix(i + 1)); });
+    } else if (kind == ElemKind::Int32) {
+      writeElements<4>(out, firstElement, [&](uint64_t i) {
+        return uint64_t(uint32_t(i * 2654435761u + pattern * 40503u));
+      });
+    } else if (kind == ElemKind::Int64) {
+      writeElements<8>(out, firstElement, [&](uint64_t i) {
+        return i * 0x9E3779B97F4A7C15ull + pattern;
+      });
+    } else {
+      writeElements(size, out, firstElement,
+                    [&](uint64_t i) { return elementBits(kind, pattern, i); });
+    }
     return;
   }
   // A periodic pattern: compute one period, then copy it over the rest,

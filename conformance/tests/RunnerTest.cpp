@@ -466,3 +466,28 @@ read b
   EXPECT_EQ(r.divergence->step, 3u) << r.divergence->toString();
   EXPECT_EQ(r.divergence->what, "outcome") << r.divergence->toString();
 }
+
+TEST(Model, TheNamesStampChangesWithTheNamesOnly) {
+  Scenario s = parse("device d0\n"
+                     "create a f32 [4] fill=1\n"
+                     "to-device a d0\n"
+                     "view v a [2]\n"
+                     "destroy v\n");
+  Model m(s.devices, Capabilities{});
+  std::vector<uint64_t> stamps = {m.tensorNamesStamp()};
+  for (const Command &c : s.commands) {
+    m.apply(c);
+    stamps.push_back(m.tensorNamesStamp());
+  }
+  EXPECT_NE(stamps[1], stamps[0]) << "create adds a name";
+  EXPECT_EQ(stamps[2], stamps[1]) << "to-device changes no name";
+  EXPECT_NE(stamps[3], stamps[2]) << "view adds a name";
+  EXPECT_NE(stamps[4], stamps[3]) << "destroy removes one";
+  Model copy = m;
+  EXPECT_NE(copy.tensorNamesStamp(), m.tensorNamesStamp())
+      << "a copy's entries are elsewhere: its stamp is its own";
+  Model assigned;
+  assigned = m;
+  EXPECT_NE(assigned.tensorNamesStamp(), m.tensorNamesStamp());
+  EXPECT_NE(assigned.tensorNamesStamp(), copy.tensorNamesStamp());
+}

@@ -63,10 +63,30 @@ FuzzSetup setupFromEnvironment(Target target) {
     setup.maxLiveBytes = number(n);
   if (const char *n = std::getenv("DRT_FUZZ_MAX_LARGE_LIVE_BYTES"); n && *n)
     setup.maxLargeLiveBytes = number(n);
+  if (const char *p = std::getenv("DRT_FUZZ_DEVICE_PARAMS")) {
+    setup.deviceParameters.clear();
+    std::string_view text = p;
+    while (!text.empty()) {
+      size_t comma = text.find(',');
+      std::string_view item = text.substr(0, comma);
+      text = comma == std::string_view::npos ? "" : text.substr(comma + 1);
+      size_t eq = item.find('=');
+      if (eq == 0 || eq == std::string_view::npos) {
+        setup.environmentProblem =
+            "DRT_FUZZ_DEVICE_PARAMS: '" + std::string(item) +
+            "' is not KEY=VALUE (KEY may be BACKEND:NAME)";
+        break;
+      }
+      setup.deviceParameters[std::string(item.substr(0, eq))] =
+          std::string(item.substr(eq + 1));
+    }
+  }
   return setup;
 }
 
 std::string setupProblem(const FuzzSetup &setup) {
+  if (!setup.environmentProblem.empty())
+    return setup.environmentProblem;
   for (const std::string *b : {&setup.backend, &setup.against}) {
     if (b->empty() && b == &setup.against)
       continue;
@@ -243,6 +263,14 @@ std::string tooMuchLive(const Scenario &s, const FuzzSetup &setup) {
   return "";
 }
 
+/// \p scenario with \p setup's device parameters set on every device.
+Scenario withDeviceParameters(Scenario scenario, const FuzzSetup &setup) {
+  for (DeviceSpec &d : scenario.devices)
+    for (const auto &[key, value] : setup.deviceParameters)
+      d.parameters[key] = value;
+  return scenario;
+}
+
 std::variant<DecodedInput, Rejection> decodeText(std::string_view text,
                                                  const FuzzSetup &setup) {
   ParseResult parsed = parseScenario(text);
@@ -253,7 +281,8 @@ std::variant<DecodedInput, Rejection> decodeText(std::string_view text,
   DecodedInput out;
   out.form = DecodedInput::Form::Text;
   if (why.empty()) {
-    out.scenario = wellFormedScenario(scenario, setup.backend);
+    out.scenario = wellFormedScenario(withDeviceParameters(scenario, setup),
+                                      setup.backend);
     why = tooMuchLive(out.scenario, setup);
   }
   if (!why.empty())
@@ -280,8 +309,10 @@ decodeInput(std::span<const uint8_t> input, const FuzzSetup &setup) {
   out.family = chosen.family;
   out.configuration = configurationName(chosen.parameters);
   out.scenario = annotateExpectations(
-      configureScenario(chosen.generator.generate(choices, setup.maxCommands),
-                        setup.backend, chosen.parameters),
+      withDeviceParameters(configureScenario(chosen.generator.generate(
+                                                 choices, setup.maxCommands),
+                                             setup.backend, chosen.parameters),
+                           setup),
       setup.backend);
   return out;
 }

@@ -160,7 +160,9 @@ TEST(DecodeInput, AScenarioTextIsItsOwnSeed) {
                      "create a f32 [4] fill=3\n"
                      "to-device a d0\n"
                      "read a -> error OutOfMemory\n";
-  DecodedInput d = decoded(text);
+  FuzzSetup asWritten;
+  asWritten.deviceParameters.clear();
+  DecodedInput d = decoded(text, asWritten);
   EXPECT_EQ(d.form, DecodedInput::Form::Text);
   ASSERT_EQ(d.scenario.commands.size(), 3u);
   EXPECT_EQ(d.scenario.commands[2].expect,
@@ -170,7 +172,36 @@ TEST(DecodeInput, AScenarioTextIsItsOwnSeed) {
   EXPECT_EQ(d.scenario, wellFormedScenario(s, "fake"));
   std::string seed = encodeSeed(d.scenario, "from a test");
   EXPECT_EQ(seed.rfind("# from a test\n", 0), 0u);
-  EXPECT_EQ(decoded(seed).scenario, d.scenario);
+  EXPECT_EQ(decoded(seed, asWritten).scenario, d.scenario);
+}
+
+TEST(DecodeInput, TheSetupsDeviceParametersReachEveryDevice) {
+  std::string text = "# two devices\n"
+                     "device d0\n"
+                     "device d1\n"
+                     "create a f32 [4] fill=3\n"
+                     "to-device a d1\n";
+  for (const std::string &input : {text, randomBytes(7, 64)}) {
+    DecodedInput d = decoded(input);
+    ASSERT_FALSE(d.scenario.devices.empty());
+    for (const DeviceSpec &spec : d.scenario.devices)
+      EXPECT_EQ(spec.parameters.at("fake:max-delay-us"), "0")
+          << d.describe() << ": the fake device's delays are off by default";
+  }
+  FuzzSetup setup;
+  setup.deviceParameters = {{"fake:seed", "9"}};
+  for (const DeviceSpec &spec : decoded(text, setup).scenario.devices) {
+    EXPECT_EQ(spec.parameters.at("fake:seed"), "9");
+    EXPECT_EQ(spec.parameters.count("fake:max-delay-us"), 0u);
+  }
+  setup.deviceParameters = {{"fake:max-delay-us", "many"}};
+  InputCheck check = checkScenarioInput(bytesOf(randomBytes(7, 64)), setup);
+  ASSERT_TRUE(check.finding.has_value())
+      << "a parameter the backend refuses fails the setup of a generated "
+         "scenario";
+  EXPECT_NE(check.finding->result.setupError.find("max-delay-us"),
+            std::string::npos)
+      << check.finding->result.setupError;
 }
 
 TEST(DecodeInput, ATextOutsideTheInputSpaceIsRejected) {
@@ -282,6 +313,19 @@ TEST(SetupFromEnvironment, TargetsAndOverrides) {
   EXPECT_NE(setupProblem(setupFromEnvironment(Target::Residency)), "");
   unsetenv("DRT_FUZZ_BACKEND");
   unsetenv("DRT_FUZZ_MAX_COMMANDS");
+  EXPECT_EQ(setupFromEnvironment(Target::Residency).deviceParameters,
+            (drt::ParameterMap{{"fake:max-delay-us", "0"}}));
+  setenv("DRT_FUZZ_DEVICE_PARAMS", "fake:max-delay-us=20,fake:seed=3", 1);
+  EXPECT_EQ(
+      setupFromEnvironment(Target::Residency).deviceParameters,
+      (drt::ParameterMap{{"fake:max-delay-us", "20"}, {"fake:seed", "3"}}));
+  setenv("DRT_FUZZ_DEVICE_PARAMS", "", 1);
+  EXPECT_TRUE(setupFromEnvironment(Target::Residency).deviceParameters.empty());
+  setenv("DRT_FUZZ_DEVICE_PARAMS", "fake:max-delay-us", 1);
+  EXPECT_EQ(setupProblem(setupFromEnvironment(Target::Residency)),
+            "DRT_FUZZ_DEVICE_PARAMS: 'fake:max-delay-us' is not KEY=VALUE "
+            "(KEY may be BACKEND:NAME)");
+  unsetenv("DRT_FUZZ_DEVICE_PARAMS");
   EXPECT_EQ(parseTarget("scenario-text"), Target::ScenarioText);
   EXPECT_EQ(parseTarget("nope"), std::nullopt);
 }

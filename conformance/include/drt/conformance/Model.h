@@ -178,6 +178,11 @@ public:
   bool transfersPending() const { return !pendingRecords_.empty(); }
 
   const std::map<std::string, ModelTensor> &tensors() const { return tensors_; }
+  /// A number that changes whenever a tensor name is added to tensors() or
+  /// removed from it, and that no other Model object shares (a copy gets a
+  /// number of its own): while it stays the same, the entries of tensors()
+  /// stay where they are, so a caller may keep pointers to them.
+  uint64_t tensorNamesStamp() const { return namesStamp_.value; }
   const std::map<int, ModelRecord> &records() const { return records_; }
   const std::map<std::string, ModelDevice> &devices() const { return devices_; }
   const std::map<std::string, ModelLocation> &locations() const {
@@ -234,9 +239,25 @@ private:
   Outcome ensureOutputs(const Command &c, Step &step);
   void unbindEverywhere(const std::string &tensor);
   void forgetTensor(const std::string &name, Step &step);
+  /// The tensor named \p name, added (empty) when absent.
+  ModelTensor &tensorSlot(const std::string &name);
+
+  /// A process-wide unique number, renewed on every copy and on renew().
+  struct UniqueStamp {
+    uint64_t value = next();
+    UniqueStamp() = default;
+    UniqueStamp(const UniqueStamp &) : value(next()) {}
+    UniqueStamp &operator=(const UniqueStamp &) {
+      value = next();
+      return *this;
+    }
+    void renew() { value = next(); }
+    static uint64_t next();
+  };
 
   bool trackContents_ = true;
   std::map<std::string, ModelTensor> tensors_;
+  UniqueStamp namesStamp_;
   std::map<int, ModelRecord> records_;
   int nextRecord_ = 0;
   std::map<std::string, ModelDevice> devices_;

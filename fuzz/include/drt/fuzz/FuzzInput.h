@@ -25,6 +25,7 @@
 #ifndef DRT_FUZZ_FUZZINPUT_H
 #define DRT_FUZZ_FUZZINPUT_H
 
+#include "drt/BackendRegistry.h"
 #include "drt/conformance/Runner.h"
 #include "drt/conformance/Scenario.h"
 
@@ -71,17 +72,28 @@ struct FuzzSetup {
   /// (PropertyFamily::aboutLargeTensors): their inputs reach the sizes where
   /// a backend changes path (past 64 KiB, past 1 MiB, past 4 MiB).
   uint64_t maxLargeLiveBytes = 16 * 1024 * 1024;
+  /// Parameters set on every device of every input after decoding, keyed
+  /// "backend:key" (a device of another backend ignores them) or "key".
+  /// By default the fake device's simulated completion delays are 0: an
+  /// asynchronous fake device still completes on its worker thread, but an
+  /// input does not sleep (coverage does not depend on how long a delay
+  /// is, and a fuzzer that waits executes fewer inputs).
+  ParameterMap deviceParameters = {{"fake:max-delay-us", "0"}};
+  /// What the environment said that could not be read ("" when all could).
+  std::string environmentProblem;
 };
 
 /// The setup of \p target: backend "fake" for residency, "opencl" against
 /// "fake" for differential, 64 commands, 64 KiB live (16 MiB in the
 /// families about large tensors), overridden by the environment variables
 /// DRT_FUZZ_BACKEND, DRT_FUZZ_AGAINST, DRT_FUZZ_MAX_COMMANDS,
-/// DRT_FUZZ_MAX_LIVE_BYTES and DRT_FUZZ_MAX_LARGE_LIVE_BYTES.
+/// DRT_FUZZ_MAX_LIVE_BYTES, DRT_FUZZ_MAX_LARGE_LIVE_BYTES and
+/// DRT_FUZZ_DEVICE_PARAMS ("backend:key=value,...", replacing the default
+/// device parameters; empty for none).
 FuzzSetup setupFromEnvironment(Target target);
 
-/// Why \p setup cannot run: an unregistered backend or a command limit of
-/// 0; "" when it can.
+/// Why \p setup cannot run: an unregistered backend, a command limit of 0,
+/// or malformed device parameters; "" when it can.
 std::string setupProblem(const FuzzSetup &setup);
 
 /// A scenario an input decodes to.
