@@ -53,6 +53,7 @@ void Census::addScenario(const Scenario &scenario, const InputSpace &space) {
       ++counts["element kind"][std::string(elemKindName(c.elemKind))];
       ++counts["value class"][valueClassName(c.pattern)];
       ++counts["rank"][std::to_string(c.dims.size())];
+      ++counts["host storage"][c.device.empty() ? "pageable" : "pinned"];
       largestTensorBytes = std::max(largestTensorBytes, bytes);
       break;
     }

@@ -605,6 +605,10 @@ private:
       c.target = freshTensor();
       pickType(c);
       c.pattern = pickPattern(forRun && rng_.percent(50));
+      // Every fourth tensor has pinned storage, chosen without a draw of
+      // its own so that the draws of every seed stay what they were.
+      if (tensorCount_ % 4 == 0 && !ch_.devices.empty())
+        c.device = *ch_.devices.front();
       break;
     }
     case CommandKind::View: {

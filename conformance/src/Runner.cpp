@@ -1078,7 +1078,17 @@ private:
     switch (c.kind) {
     case CommandKind::Create: {
       tensorSlot(c.target) = std::make_unique<Tensor>();
-      auto t = std::make_unique<Tensor>(c.elemKind, c.dims, c.target);
+      std::unique_ptr<Tensor> t;
+      // pinned=D: storage from D's pinned memory where D has any (the
+      // contract is the same for every kind of storage, so the model does
+      // not see it; a device without any, or shut down, gives pageable).
+      if (!c.device.empty())
+        if (auto memory = device(c.device).pinnedHostMemory())
+          if (auto pinned =
+                  Tensor::create(Type{c.elemKind, c.dims}, c.target, *memory))
+            t = std::make_unique<Tensor>(std::move(*pinned));
+      if (!t)
+        t = std::make_unique<Tensor>(c.elemKind, c.dims, c.target);
       if (c.pattern)
         fillPattern(c.elemKind, c.pattern, 0, writable(t->mutableHostBytes()));
       tensorSlot(c.target) = std::move(t);

@@ -493,7 +493,9 @@ std::string validateScenario(const Scenario &scenario) {
     std::string problem;
     switch (c.kind) {
     case CommandKind::Create:
-      problem = newTensor(c.target);
+      problem = c.device.empty() ? "" : needDevice();
+      if (problem.empty())
+        problem = newTensor(c.target);
       if (problem.empty())
         if (std::string tooLarge = sizeProblem(c); !tooLarge.empty())
           problem = step() + tooLarge;

@@ -155,6 +155,20 @@ public:
     return v;
   }
 
+  /// "key=NAME"; nullopt when the next token is not "key=...".
+  std::optional<std::string> keyName(std::string_view key) {
+    if (atEnd())
+      return std::nullopt;
+    std::string_view t = tokens_[pos_].text;
+    if (t.substr(0, key.size() + 1) != std::string(key) + "=")
+      return std::nullopt;
+    if (t.size() == key.size() + 1)
+      throw LineError{tokens_[pos_].column + int(key.size()) + 1,
+                      "expected a device name after " + std::string(key) + "="};
+    ++pos_;
+    return std::string(t.substr(key.size() + 1));
+  }
+
   /// A fill pattern (parsePattern).
   uint64_t pattern() {
     if (atEnd())
@@ -368,6 +382,8 @@ Command parseCommand(LineParser &p, CommandKind kind) {
     c.dims = p.dims();
     if (auto v = p.fillPattern())
       c.pattern = *v;
+    if (auto d = p.keyName("pinned"))
+      c.device = *d;
     break;
   case CommandKind::View:
     c.target = p.name("a view name");
@@ -646,6 +662,8 @@ std::string printCommand(const Command &c) {
     add(printDims(c.dims));
     if (c.pattern)
       add("fill=" + printPattern(c.pattern));
+    if (!c.device.empty())
+      add("pinned=" + c.device);
     break;
   case CommandKind::View:
     add(c.target);

@@ -53,6 +53,8 @@ std::vector<Command> simplerCommands(const Command &c) {
       with([](Command &s) { s.pattern = 0; });
     if (c.pattern > 1)
       with([](Command &s) { s.pattern = 1; });
+    if (!c.device.empty())
+      with([](Command &s) { s.device.clear(); });
     break;
   case CommandKind::View:
     if (c.offset != 0)

@@ -155,6 +155,11 @@ void DeviceManager::abandonAll() {
   }
 }
 
+Expected<std::shared_ptr<HostMemory>> DeviceManager::pinnedHostMemory() {
+  return makeError(ErrorCode::NotSupported,
+                   "device '" + name() + "' has no pinned host memory");
+}
+
 Error DeviceManager::injectFault(const FaultSpec &) {
   return makeError(ErrorCode::NotSupported,
                    "device '" + name() + "' does not support fault injection");

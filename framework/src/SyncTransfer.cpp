@@ -9,6 +9,22 @@
 
 namespace drt {
 
+namespace {
+/// Blocking helpers the calling thread is inside of, starting their work.
+thread_local unsigned waitingStarts = 0;
+
+/// Counts the calling thread into waitingStarts for its lifetime (start may
+/// throw: a test's violation handler throws).
+struct WaitingStart {
+  WaitingStart() { ++waitingStarts; }
+  ~WaitingStart() { --waitingStarts; }
+  WaitingStart(const WaitingStart &) = delete;
+  WaitingStart &operator=(const WaitingStart &) = delete;
+};
+} // namespace
+
+bool callerWaitsForCompletion() { return waitingStarts != 0; }
+
 Error waitForCompletion(const std::function<void(CompletionCallback)> &start) {
   return waitForCompletionOn({}, "", start);
 }
@@ -20,7 +36,10 @@ Error waitForCompletionOn(
   auto promise = std::make_shared<std::promise<Error>>();
   std::future<Error> result = promise->get_future();
   unsigned handOffs = asynchronousHandOffs();
-  start([promise](Error e) { promise->set_value(std::move(e)); });
+  {
+    WaitingStart waiting;
+    start([promise](Error e) { promise->set_value(std::move(e)); });
+  }
   // Work handed to an asynchronous device on the way (a move of the record
   // from there) completes later, whatever the devices named here declare.
   bool handedOff = asynchronousHandOffs() != handOffs;

@@ -2,6 +2,7 @@
 //-------------------------===//
 #include "drt/Tensor.h"
 #include "drt/DeviceManager.h"
+#include "drt/HostMemory.h"
 #include "drt/SyncTransfer.h"
 #include "drt/Violation.h"
 
@@ -33,6 +34,8 @@ std::string typeProblem(const Type &type) {
 }
 } // namespace
 
+HostMemory::~HostMemory() = default;
+
 std::string_view residencyStateName(ResidencyState state) {
   switch (state) {
   case ResidencyState::Host:
@@ -57,15 +60,30 @@ void ResidencyRecord::waitUntilIdle() const {
   idle_.wait(lock, [&] { return !busy_; });
 }
 
+TensorStorage::HostBytes::~HostBytes() {
+  if (memory)
+    memory->deallocate(data, size);
+  else
+    ::operator delete[](data, std::align_val_t(Alignment));
+}
+
 TensorStorage::TensorStorage(size_t bytes, std::string name)
-    : data_(static_cast<std::byte *>(
-          ::operator new[](bytes, std::align_val_t(Alignment)))),
-      size_(bytes), name_(std::move(name)) {
-  std::memset(data_.get(), 0, bytes);
+    : data_{static_cast<std::byte *>(
+                ::operator new[](bytes, std::align_val_t(Alignment))),
+            bytes, nullptr},
+      name_(std::move(name)) {
+  std::memset(data_.data, 0, bytes);
+}
+
+TensorStorage::TensorStorage(size_t bytes, std::string name, std::byte *data,
+                             std::shared_ptr<HostMemory> memory)
+    : data_{data, bytes, std::move(memory)}, name_(std::move(name)) {
+  std::memset(data_.data, 0, bytes);
 }
 
 TensorStorage::~TensorStorage() {
   // No operation can be pending: every pending operation holds a reference.
+  // The host bytes go after this body (a member).
   ResidencySnapshot s = record.snapshot();
   if (s.state != ResidencyState::Device && s.state != ResidencyState::Mirrored)
     return;
@@ -75,7 +93,7 @@ TensorStorage::~TensorStorage() {
 }
 
 std::string TensorStorage::describe() const {
-  return "tensor '" + name_ + "' (" + std::to_string(size_) + " bytes)";
+  return "tensor '" + name_ + "' (" + std::to_string(data_.size) + " bytes)";
 }
 
 Tensor::Tensor(ElemKind kind, std::vector<size_t> dims, std::string name)
@@ -103,6 +121,33 @@ Expected<Tensor> Tensor::create(Type type, std::string name) {
     return makeError(ErrorCode::OutOfMemory, "cannot create tensor '" + name +
                                                  "': host allocation failed");
   }
+}
+
+Expected<Tensor> Tensor::create(Type type, std::string name,
+                                std::shared_ptr<HostMemory> memory) {
+  if (!memory)
+    return create(std::move(type), std::move(name));
+  std::string problem = typeProblem(type);
+  if (!problem.empty())
+    return makeError(ErrorCode::InvalidArgument,
+                     "cannot create tensor '" + name + "': type " +
+                         type.toString() + " " + problem);
+  Expected<std::byte *> data = memory->allocate(type.sizeInBytes());
+  if (!data)
+    return makeError(data.takeError().code(), "cannot create tensor '" + name +
+                                                  "' in " + memory->describe() +
+                                                  ": " +
+                                                  data.takeError().message());
+  Tensor tensor;
+  tensor.storage_ = std::make_shared<TensorStorage>(type.sizeInBytes(), name,
+                                                    *data, std::move(memory));
+  tensor.type_ = std::move(type);
+  tensor.name_ = std::move(name);
+  return tensor;
+}
+
+bool Tensor::isPinned() const {
+  return storage_ && storage_->memory() && storage_->memory()->isPinned();
 }
 
 Tensor::Tensor(Tensor &&other) noexcept

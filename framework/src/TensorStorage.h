@@ -8,6 +8,7 @@
 #ifndef DRT_FRAMEWORK_TENSORSTORAGE_H
 #define DRT_FRAMEWORK_TENSORSTORAGE_H
 
+#include "drt/HostMemory.h"
 #include "drt/Tensor.h"
 
 #include <cstddef>
@@ -20,13 +21,19 @@ class TensorStorage : public std::enable_shared_from_this<TensorStorage> {
 public:
   static constexpr size_t Alignment = 64;
 
+  /// \p bytes of zeroed pageable memory.
   TensorStorage(size_t bytes, std::string name);
+  /// Takes over \p data, \p bytes that \p memory allocated, and zeroes it.
+  TensorStorage(size_t bytes, std::string name, std::byte *data,
+                std::shared_ptr<HostMemory> memory);
   ~TensorStorage();
   TensorStorage(const TensorStorage &) = delete;
   TensorStorage &operator=(const TensorStorage &) = delete;
 
-  std::byte *data() { return data_.get(); }
-  size_t size() const { return size_; }
+  std::byte *data() { return data_.data; }
+  /// Where the bytes came from; null for pageable memory.
+  const std::shared_ptr<HostMemory> &memory() const { return data_.memory; }
+  size_t size() const { return data_.size; }
   /// The owner's name, for messages about the whole storage.
   const std::string &name() const { return name_; }
   /// "tensor 'a' (16 bytes)".
@@ -35,13 +42,15 @@ public:
   ResidencyRecord record;
 
 private:
-  struct AlignedDelete {
-    void operator()(std::byte *p) const {
-      ::operator delete[](p, std::align_val_t(Alignment));
-    }
+  /// The bytes, given back where they came from when the storage goes.
+  struct HostBytes {
+    std::byte *data;
+    size_t size;
+    /// Null for pageable memory from operator new.
+    std::shared_ptr<HostMemory> memory;
+    ~HostBytes();
   };
-  std::unique_ptr<std::byte[], AlignedDelete> data_;
-  size_t size_;
+  HostBytes data_;
   std::string name_;
 };
 

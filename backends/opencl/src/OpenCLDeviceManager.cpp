@@ -11,13 +11,16 @@
 //===----------------------------------------------------------------------===//
 #include "drt/opencl/OpenCLDevice.h"
 
+#include "DeviceBlockPool.h"
 #include "Kernels.h"
 #include "OpenCLDriver.h"
 #include "OpenCLSupport.h"
+#include "PinnedHostMemory.h"
 
 #include "drt/BackendRegistry.h"
 #include "drt/FaultPlan.h"
 #include "drt/LocationTable.h"
+#include "drt/SyncTransfer.h"
 
 #include <CL/cl.h>
 
@@ -37,24 +40,35 @@ namespace drt::opencl {
 
 namespace {
 
-/// One device allocation.
+/// One device allocation: \p bytes asked for, in a block of its size class.
 struct Allocation {
   cl_mem buffer = nullptr;
   uint64_t bytes = 0;
+  uint64_t blockBytes = 0;
 };
 
-/// A pinned host buffer that transfers are staged through.
+/// A pinned host buffer that transfers are staged through, mapped for its
+/// whole life: the driver DMAs between its mapped memory and the device.
 struct StagingBuffer {
   cl_mem buffer = nullptr;
+  void *mapped = nullptr;
   uint64_t bytes = 0;
 };
 
 /// Staging buffers kept for reuse once their transfer completes.
 constexpr size_t MaxPooledStagingBuffers = 8;
 
+/// The smallest size class of device blocks.
+constexpr uint64_t MinimumBlockBytes = 512;
+
+/// True on a thread that is delivering a completion itself (see
+/// State::submit), so that a shutdown it starts does not wait for itself.
+thread_local bool deliveringInline = false;
+
 /// A submitted command whose completion the completion thread delivers.
 struct Completion {
-  /// The last command of the submission.
+  /// The last command of the submission; null when the submission already
+  /// waited for its commands (pipelined staging from the device).
   cl_event event = nullptr;
   /// Buffers retained until the command finished.
   std::vector<cl_mem> retained;
@@ -211,6 +225,10 @@ struct OpenCLDeviceManager::State {
   /// The device flushes float denormals to zero (no CL_FP_DENORM).
   bool flushesDenormals = false;
   bool pinnedStaging = false;
+  /// Bytes of each staging buffer: a staged transfer moves in chunks of it.
+  uint64_t stagingChunk = 0;
+  /// Most bytes of freed device blocks kept for reuse; 0: none.
+  uint64_t poolLimit = 0;
   uint64_t programBuilds = 0;
   bool programReused = false;
   double initSeconds = 0;
@@ -227,32 +245,83 @@ struct OpenCLDeviceManager::State {
   bool stopping = false;
   LocationTable<Allocation> allocations;
   uint64_t used = 0;
+  /// Bytes of the blocks of live allocations.
   uint64_t physical = 0;
   DeviceStats stats;
+  DeviceBlockPool pool;
+  OpenCLPoolStats poolStats;
   std::vector<StagingBuffer> stagingPool;
+  /// Made at the first pinnedHostMemory() call.
+  std::shared_ptr<HostMemory> pinnedMemory;
   std::map<std::string, PreparedFunction> functions;
 
   /// Guards the completion FIFO.
   std::mutex completionMutex;
   std::condition_variable completionReady;
   std::deque<Completion> completions;
+  /// Completions queued or being delivered by the completion thread.
+  size_t undelivered = 0;
+  /// Completions being delivered inline by their callers (submit).
+  size_t inlineDeliveries = 0;
+  std::condition_variable inlineDone;
   bool completionExit = false;
   std::thread completionThread;
 
-  uint64_t physicalSize(uint64_t bytes) const {
-    return (bytes + baseAlignment - 1) / baseAlignment * baseAlignment;
+  /// True when the calling thread is to deliver the completion of the work
+  /// it is about to submit itself (submit): it waits for the work anyway
+  /// (callerWaitsForCompletion), sparing the hop to the completion thread,
+  /// and every earlier completion is delivered, so callbacks keep the order
+  /// of their submissions. Asked before enqueueing, so that the commands can
+  /// be blocking ones (on NVIDIA's driver a non-blocking transfer of
+  /// pageable memory is slower than a blocking one). Called with mutex held;
+  /// a claim is counted until submit delivers it or dropInlineClaim.
+  bool claimInline() {
+    std::lock_guard<std::mutex> guard(completionMutex);
+    if (!callerWaitsForCompletion() || undelivered != 0 ||
+        std::this_thread::get_id() == completionThread.get_id())
+      return false;
+    ++inlineDeliveries;
+    return true;
   }
 
-  /// Queues \p c for delivery; called with mutex held, after enqueueing.
-  /// Counts one command execution status (a planned fault there fails the
-  /// command when it completes).
-  void push(Completion c) {
-    c.failedStatus = driver.strike(OpenCLCall::CommandExecutionStatus);
+  /// Ends a claim of claimInline.
+  void dropInlineClaim() {
     {
-      std::lock_guard<std::mutex> lock(completionMutex);
-      completions.push_back(std::move(c));
+      std::lock_guard<std::mutex> guard(completionMutex);
+      --inlineDeliveries;
     }
-    completionReady.notify_one();
+    inlineDone.notify_all();
+  }
+
+  /// Submits \p c's completion; called with \p lock (of mutex) held, after
+  /// enqueueing its commands; returns with it released. Counts one command
+  /// execution status (a planned fault there fails the command when it
+  /// completes). With \p claimed (claimInline), delivers it on the calling
+  /// thread, else queues it for the completion thread.
+  void submit(Completion c, std::unique_lock<std::mutex> &lock, bool claimed) {
+    c.failedStatus = driver.strike(OpenCLCall::CommandExecutionStatus);
+    if (!claimed) {
+      {
+        std::lock_guard<std::mutex> guard(completionMutex);
+        ++undelivered;
+        completions.push_back(std::move(c));
+      }
+      completionReady.notify_one();
+      // Advisory: the completion thread's wait submits the commands anyway.
+      driver.flush(queue);
+      lock.unlock();
+      return;
+    }
+    // The claimed work is the last on the queue: waiting for the queue in
+    // the driver waits for it, and its event's status is read after.
+    if (c.event)
+      driver.finish(queue);
+    lock.unlock();
+    bool outer = deliveringInline;
+    deliveringInline = true;
+    deliver(c);
+    deliveringInline = outer;
+    dropInlineClaim();
   }
 
   /// Pops the oldest completion, or returns false when there is none.
@@ -265,16 +334,24 @@ struct OpenCLDeviceManager::State {
     return true;
   }
 
+  /// Notes that a completion popped from the FIFO was delivered.
+  void delivered() {
+    std::lock_guard<std::mutex> lock(completionMutex);
+    --undelivered;
+  }
+
   /// Waits for \p c's command and calls its callback. A command that
   /// failed on the device is DeviceError whatever its status: its memory
   /// was allocated before it was submitted.
   void deliver(Completion &c) {
     Error error;
     cl_int status = CL_COMPLETE;
-    cl_int rc = driver.waitForEvents(c.event);
+    cl_int rc = CL_SUCCESS;
     const char *call = "clWaitForEvents";
-    if (rc == CL_SUCCESS ||
-        rc == CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST) {
+    if (c.event)
+      rc = driver.waitForEvents(c.event);
+    if (c.event && (rc == CL_SUCCESS ||
+                    rc == CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST)) {
       call = "clGetEventInfo";
       rc = driver.getEventInfo(c.event, CL_EVENT_COMMAND_EXECUTION_STATUS,
                                sizeof(status), &status);
@@ -293,7 +370,8 @@ struct OpenCLDeviceManager::State {
       if (error.isSuccess())
         error = std::move(afterError);
     }
-    driver.releaseEvent(c.event);
+    if (c.event)
+      driver.releaseEvent(c.event);
     for (cl_mem m : c.retained)
       driver.releaseMemObject(m);
     CompletionCallback done = std::move(c.done);
@@ -304,8 +382,10 @@ struct OpenCLDeviceManager::State {
   /// Delivers every queued completion on the calling thread.
   void drain() {
     Completion c;
-    while (pop(c))
+    while (pop(c)) {
       deliver(c);
+      delivered();
+    }
   }
 
   void completionLoop() {
@@ -320,39 +400,76 @@ struct OpenCLDeviceManager::State {
       lock.unlock();
       deliver(c);
       lock.lock();
+      --undelivered;
     }
   }
 
-  /// A staging buffer of at least \p bytes; called with mutex held.
-  Expected<StagingBuffer> takeStaging(uint64_t bytes) {
-    auto best = stagingPool.end();
-    for (auto it = stagingPool.begin(); it != stagingPool.end(); ++it)
-      if (it->bytes >= bytes &&
-          (best == stagingPool.end() || it->bytes < best->bytes))
-        best = it;
-    if (best != stagingPool.end()) {
-      StagingBuffer out = *best;
-      stagingPool.erase(best);
+  /// A staging buffer of stagingChunk bytes, mapped; called with mutex held.
+  Expected<StagingBuffer> takeStaging() {
+    if (!stagingPool.empty()) {
+      StagingBuffer out = stagingPool.back();
+      stagingPool.pop_back();
       return out;
     }
     cl_int rc = CL_SUCCESS;
+    std::string what =
+        "(" + std::to_string(stagingChunk) + " bytes of pinned staging)";
     cl_mem buffer = driver.createBuffer(
-        context, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, bytes, &rc);
+        context, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, stagingChunk, &rc);
     if (rc != CL_SUCCESS)
-      return openCLError(rc, "clCreateBuffer",
-                         "(" + std::to_string(bytes) +
-                             " bytes of pinned staging)");
-    return StagingBuffer{buffer, bytes};
+      return openCLError(rc, "clCreateBuffer", what);
+    void *mapped = driver.enqueueMapBuffer(queue, buffer, CL_TRUE,
+                                           CL_MAP_READ | CL_MAP_WRITE,
+                                           stagingChunk, nullptr, &rc);
+    if (rc != CL_SUCCESS) {
+      driver.releaseMemObject(buffer);
+      return openCLError(rc, "clEnqueueMapBuffer", what);
+    }
+    return StagingBuffer{buffer, mapped, stagingChunk};
   }
 
-  /// Returns \p staging for reuse; takes mutex.
-  void returnStaging(StagingBuffer staging) {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (stopping || stagingPool.size() >= MaxPooledStagingBuffers) {
-      driver.releaseMemObject(staging.buffer);
-      return;
+  /// Unmaps and releases \p staging.
+  void releaseStaging(const StagingBuffer &staging) {
+    driver.enqueueUnmapMemObject(queue, staging.buffer, staging.mapped);
+    driver.releaseMemObject(staging.buffer);
+  }
+
+  /// Returns \p buffers for reuse; called with mutex held.
+  void returnStagingLocked(const std::vector<StagingBuffer> &buffers) {
+    for (const StagingBuffer &staging : buffers) {
+      if (stopping || stagingPool.size() >= MaxPooledStagingBuffers)
+        releaseStaging(staging);
+      else
+        stagingPool.push_back(staging);
     }
-    stagingPool.push_back(staging);
+  }
+
+  /// Returns \p buffers for reuse; takes mutex.
+  void returnStaging(const std::vector<StagingBuffer> &buffers) {
+    std::lock_guard<std::mutex> lock(mutex);
+    returnStagingLocked(buffers);
+  }
+
+  /// Takes \p count staging buffers into \p out; called with mutex held.
+  Error takeStaging(size_t count, std::vector<StagingBuffer> &out) {
+    while (out.size() < count) {
+      Expected<StagingBuffer> staging = takeStaging();
+      if (!staging) {
+        returnStagingLocked(out);
+        out.clear();
+        return staging.takeError();
+      }
+      out.push_back(*staging);
+    }
+    return Error::success();
+  }
+
+  /// Releases the blocks \p blocks to the driver.
+  void releaseBlocks(const std::vector<DeviceBlock> &blocks) {
+    for (const DeviceBlock &block : blocks) {
+      driver.releaseMemObject(block.buffer);
+      ++poolStats.driverReleases;
+    }
   }
 
   void releaseObjects() {
@@ -410,6 +527,13 @@ const std::vector<BackendParameter> &openCLParameters() {
         "share the context and kernel program of the device's other "
         "managers in the process; 0 creates and builds its own");
     sharedContext.scope = BackendParameter::Scope::BetweenDevices;
+    // Only pinned-staging=1 reads it, so sweeping it on its own would test
+    // nothing; the backend's tests take transfers through several chunks.
+    BackendParameter stagingChunk = BackendParameter::unsignedInRange(
+        "staging-chunk-bytes", uint64_t(4) << 20, 4096, uint64_t(1) << 30,
+        "bytes of each pinned staging buffer: a staged transfer moves in "
+        "chunks of it, copying one while the driver moves the one before");
+    stagingChunk.powerOfTwo = true;
     return std::vector<BackendParameter>{
         BackendParameter::text(
             "platform", "index or case-insensitive name substring of the "
@@ -424,12 +548,19 @@ const std::vector<BackendParameter> &openCLParameters() {
         BackendParameter::boolean(
             "pinned-staging", false,
             "stage transfers through pinned (CL_MEM_ALLOC_HOST_PTR) buffers"),
+
         sharedContext,
         BackendParameter::text(
             "driver-faults",
             "OpenCL calls to fail from the first call init() makes, "
             "CALL:NTH:STATUS[,...] (clCreateBuffer:2:CL_OUT_OF_RESOURCES); "
             "for testing error paths"),
+        stagingChunk,
+        BackendParameter::unsignedInRange(
+            "memory-pool-bytes", uint64_t(1) << 30, 0,
+            std::numeric_limits<uint64_t>::max(),
+            "most bytes of freed device blocks kept for reuse without a "
+            "driver call (0: every free releases its cl_mem)"),
     };
   }();
   return parameters;
@@ -454,6 +585,10 @@ Error OpenCLDeviceManager::init() {
   // checkParameters accepted every value, so each one parses.
   Expected<bool> pinned = config().boolParameter("pinned-staging", false);
   Expected<bool> sharedContext = config().boolParameter("shared-context", true);
+  Expected<uint64_t> stagingChunk =
+      config().uintParameter("staging-chunk-bytes", uint64_t(4) << 20);
+  Expected<uint64_t> poolLimit =
+      config().uintParameter("memory-pool-bytes", uint64_t(1) << 30);
   if (std::optional<std::string> faults = config().parameter("driver-faults")) {
     Expected<std::vector<DriverFault>> planned = parseDriverFaults(*faults);
     if (!planned)
@@ -479,6 +614,8 @@ Error OpenCLDeviceManager::init() {
                          " (allowed: 0 for all of it, or 1 to " +
                          std::to_string(s.info.globalMemoryBytes) + ")");
   s.pinnedStaging = *pinned;
+  s.stagingChunk = *stagingChunk;
+  s.poolLimit = *poolLimit;
   std::string where =
       "initialising device '" + name() + "' (" + s.info.toString() + ")";
 
@@ -588,7 +725,9 @@ size_t OpenCLDeviceManager::liveAllocations() const {
 
 DeviceStats OpenCLDeviceManager::stats() const {
   std::lock_guard<std::mutex> lock(state_->mutex);
-  return state_->stats;
+  DeviceStats out = state_->stats;
+  out.deviceCopies = state_->driver.deviceCopies();
+  return out;
 }
 
 Error OpenCLDeviceManager::injectFault(const FaultSpec &fault) {
@@ -618,6 +757,30 @@ double OpenCLDeviceManager::buildSeconds() const {
 
 bool OpenCLDeviceManager::usesPinnedStaging() const {
   return state_->pinnedStaging;
+}
+
+Expected<std::shared_ptr<HostMemory>> OpenCLDeviceManager::pinnedHostMemory() {
+  State &s = *state_;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (!s.initialised || s.stopping)
+    return makeError(ErrorCode::DeviceLost, "pinnedHostMemory: device '" +
+                                                name() + "' is not running");
+  if (!s.pinnedMemory) {
+    Expected<std::shared_ptr<HostMemory>> memory =
+        makePinnedHostMemory(s.context, s.device, name());
+    if (!memory)
+      return memory.takeError();
+    s.pinnedMemory = *memory;
+  }
+  return s.pinnedMemory;
+}
+
+OpenCLPoolStats OpenCLDeviceManager::poolStats() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  OpenCLPoolStats out = state_->poolStats;
+  out.cachedBytes = state_->pool.cachedBytes();
+  out.reservedBytes = state_->physical + out.cachedBytes;
+  return out;
 }
 
 Error OpenCLDeviceManager::injectDriverFault(const DriverFault &fault) {
@@ -665,21 +828,52 @@ Expected<DeviceLocation> OpenCLDeviceManager::allocate(uint64_t bytes) {
                          " bytes requested, " + std::to_string(s.used) +
                          " of " + std::to_string(s.budget) +
                          " budget bytes already in use");
-  cl_int rc = CL_SUCCESS;
-  if (injected)
-    s.driver.plan(
-        siteFault(*injected, FaultSite::Allocation, OpenCLCall::CreateBuffer));
-  cl_mem buffer =
-      s.driver.createBuffer(s.context, CL_MEM_READ_WRITE, bytes, &rc);
-  if (rc != CL_SUCCESS)
-    return openCLError(rc, "clCreateBuffer",
-                       "while " + what + " (max allocation " +
-                           std::to_string(s.info.maxAllocationBytes) +
-                           " bytes)");
+  DeviceBlock block;
+  uint64_t blockBytes =
+      s.poolLimit
+          ? blockSizeClass(bytes, std::max(MinimumBlockBytes,
+                                           std::bit_ceil(s.baseAlignment)))
+          : bytes;
+  // An injected fault must reach the driver call it plans to fail.
+  if (s.poolLimit && !injected)
+    block = s.pool.take(blockBytes);
+  if (block.buffer) {
+    ++s.poolStats.reuses;
+  } else {
+    // Cached blocks give way before the blocks held pass the budget; a size
+    // class that would pass it on its own is not rounded up.
+    uint64_t held = s.physical + s.pool.cachedBytes();
+    if (held + blockBytes > s.budget)
+      s.releaseBlocks(s.pool.evict(held + blockBytes - s.budget));
+    if (s.physical + blockBytes > s.budget)
+      blockBytes = bytes;
+    cl_int rc = CL_SUCCESS;
+    if (injected)
+      s.driver.plan(siteFault(*injected, FaultSite::Allocation,
+                              OpenCLCall::CreateBuffer));
+    block = {
+        s.driver.createBuffer(s.context, CL_MEM_READ_WRITE, blockBytes, &rc),
+        blockBytes};
+    bool outOfMemory = rc == CL_MEM_OBJECT_ALLOCATION_FAILURE ||
+                       rc == CL_OUT_OF_RESOURCES || rc == CL_OUT_OF_HOST_MEMORY;
+    if (outOfMemory && !injected && s.pool.cachedBytes() != 0) {
+      // The driver ran out where the pool still holds memory: give it all
+      // back before reporting OutOfMemory.
+      s.releaseBlocks(s.pool.evictAll());
+      block.buffer =
+          s.driver.createBuffer(s.context, CL_MEM_READ_WRITE, blockBytes, &rc);
+    }
+    if (rc != CL_SUCCESS)
+      return openCLError(rc, "clCreateBuffer",
+                         "while " + what + " (max allocation " +
+                             std::to_string(s.info.maxAllocationBytes) +
+                             " bytes)");
+    ++s.poolStats.driverAllocations;
+  }
   s.used += bytes;
-  s.physical += s.physicalSize(bytes);
+  s.physical += block.bytes;
   ++s.stats.allocations;
-  return s.allocations.insert(Allocation{buffer, bytes});
+  return s.allocations.insert(Allocation{block.buffer, bytes, block.bytes});
 }
 
 Error OpenCLDeviceManager::free(DeviceLocation location) {
@@ -691,8 +885,18 @@ Error OpenCLDeviceManager::free(DeviceLocation location) {
                      "location " + location.toString() +
                          " is stale or unknown on device '" + name() + "'");
   s.used -= a->bytes;
-  s.physical -= s.physicalSize(a->bytes);
+  s.physical -= a->blockBytes;
   ++s.stats.frees;
+  // The location is stale from now on (the table's generation check), so a
+  // block reused for another allocation is never reachable through it.
+  if (a->blockBytes <= s.poolLimit) {
+    uint64_t cached = s.pool.cachedBytes() + a->blockBytes;
+    if (cached > s.poolLimit)
+      s.releaseBlocks(s.pool.evict(cached - s.poolLimit));
+    s.pool.keep({a->buffer, a->blockBytes});
+    return Error::success();
+  }
+  ++s.poolStats.driverReleases;
   if (cl_int rc = s.driver.releaseMemObject(a->buffer))
     return openCLError(rc, "clReleaseMemObject",
                        "for " + location.toString() + " on device '" + name() +
@@ -744,44 +948,70 @@ void OpenCLDeviceManager::copyToDevice(DeviceLocation dst, const std::byte *src,
   Completion c;
   c.what = what;
   cl_int rc = CL_SUCCESS;
+  // Failures from here on drop the claim before calling back.
+  bool claimed = s.claimInline();
+  auto failClaimed = [&](Error e) {
+    if (claimed)
+      s.dropInlineClaim();
+    fail(std::move(e));
+  };
   if (injected && *injected == ErrorCode::OutOfMemory)
     s.driver.plan(siteFault(*injected, FaultSite::TransferToDevice,
-                            s.pinnedStaging ? OpenCLCall::EnqueueCopyBuffer
-                                            : OpenCLCall::EnqueueWriteBuffer));
-  if (!s.pinnedStaging) {
-    rc = s.driver.enqueueWriteBuffer(s.queue, a->buffer, bytes, src, &c.event);
+                            OpenCLCall::EnqueueWriteBuffer));
+  if (!s.pinnedStaging || isPinnedHostMemory(src, bytes)) {
+    // A caller that delivers its own completion waits in the driver.
+    rc = s.driver.enqueueWriteBuffer(s.queue, a->buffer, claimed, 0, bytes, src,
+                                     claimed ? nullptr : &c.event);
     if (rc != CL_SUCCESS)
-      return fail(openCLError(rc, "clEnqueueWriteBuffer", "during " + what));
+      return failClaimed(
+          openCLError(rc, "clEnqueueWriteBuffer", "during " + what));
   } else {
-    Expected<StagingBuffer> staging = s.takeStaging(bytes);
-    if (!staging)
-      return fail(staging.takeError());
-    void *mapped = s.driver.enqueueMapBuffer(s.queue, staging->buffer, CL_TRUE,
-                                             CL_MAP_WRITE_INVALIDATE_REGION,
-                                             bytes, nullptr, &rc);
-    if (rc != CL_SUCCESS) {
-      s.driver.releaseMemObject(staging->buffer);
-      return fail(openCLError(rc, "clEnqueueMapBuffer", "during " + what));
+    // Chunk i is copied into pinned buffer i % 2 while the driver moves
+    // chunk i - 1 out of the other one.
+    uint64_t chunks = (bytes + s.stagingChunk - 1) / s.stagingChunk;
+    std::vector<StagingBuffer> staging;
+    if (Error e = s.takeStaging(std::min<uint64_t>(chunks, 2), staging))
+      return failClaimed(std::move(e));
+    std::array<cl_event, 2> written{};
+    const char *call = nullptr;
+    for (uint64_t i = 0; i < chunks && !call; ++i) {
+      cl_event &pending = written[i % 2];
+      if (pending) {
+        rc = s.driver.waitForEvents(pending);
+        s.driver.releaseEvent(pending);
+        pending = nullptr;
+        if (rc != CL_SUCCESS) {
+          call = "clWaitForEvents";
+          break;
+        }
+      }
+      uint64_t offset = i * s.stagingChunk;
+      uint64_t size = std::min(s.stagingChunk, bytes - offset);
+      std::memcpy(staging[i % 2].mapped, src + offset, size);
+      rc = s.driver.enqueueWriteBuffer(s.queue, a->buffer, CL_FALSE, offset,
+                                       size, staging[i % 2].mapped, &pending);
+      if (rc != CL_SUCCESS)
+        call = "clEnqueueWriteBuffer";
     }
-    std::memcpy(mapped, src, bytes);
-    const char *call = "clEnqueueUnmapMemObject";
-    rc = s.driver.enqueueUnmapMemObject(s.queue, staging->buffer, mapped);
-    if (rc == CL_SUCCESS) {
-      call = "clEnqueueCopyBuffer";
-      rc = s.driver.enqueueCopyBuffer(s.queue, staging->buffer, a->buffer,
-                                      bytes, &c.event);
-    }
-    if (rc != CL_SUCCESS) {
+    if (call) {
       s.driver.finish(s.queue);
-      s.driver.releaseMemObject(staging->buffer);
-      return fail(openCLError(rc, call, "during " + what));
+      for (cl_event e : written)
+        if (e)
+          s.driver.releaseEvent(e);
+      s.returnStagingLocked(staging);
+      return failClaimed(openCLError(rc, call, "during " + what));
     }
-    c.after = [&s, staging = *staging](bool) {
+    // The queue is in order: the last chunk's write completes the transfer.
+    c.event = written[(chunks - 1) % 2];
+    if (cl_event other = written[chunks % 2]; chunks > 1 && other)
+      s.driver.releaseEvent(other);
+    c.after = [&s, staging = std::move(staging)](bool) {
       s.returnStaging(staging);
       return Error::success();
     };
   }
-  retainUntilDone(s.driver, s.queue, c, a->buffer);
+  if (c.event)
+    retainUntilDone(s.driver, s.queue, c, a->buffer);
   ++s.stats.transfersToDevice;
   s.stats.bytesToDevice += bytes;
   if (injected)
@@ -789,9 +1019,7 @@ void OpenCLDeviceManager::copyToDevice(DeviceLocation dst, const std::byte *src,
                             OpenCLCall::CommandExecutionStatus));
   // Taken only now: every failure above calls back through fail().
   c.done = std::move(done);
-  s.push(std::move(c));
-  // Advisory: the completion thread's wait submits the command anyway.
-  s.driver.flush(s.queue);
+  s.submit(std::move(c), lock, claimed);
 }
 
 void OpenCLDeviceManager::copyFromDevice(DeviceLocation src, std::byte *dst,
@@ -823,45 +1051,70 @@ void OpenCLDeviceManager::copyFromDevice(DeviceLocation src, std::byte *dst,
   Completion c;
   c.what = what;
   cl_int rc = CL_SUCCESS;
+  // Failures from here on drop the claim before calling back.
+  bool claimed = s.claimInline();
+  auto failClaimed = [&](Error e) {
+    if (claimed)
+      s.dropInlineClaim();
+    fail(std::move(e));
+  };
   if (injected && *injected == ErrorCode::OutOfMemory)
     s.driver.plan(siteFault(*injected, FaultSite::TransferFromDevice,
-                            s.pinnedStaging ? OpenCLCall::EnqueueCopyBuffer
-                                            : OpenCLCall::EnqueueReadBuffer));
-  if (!s.pinnedStaging) {
-    rc = s.driver.enqueueReadBuffer(s.queue, a->buffer, bytes, dst, &c.event);
+                            OpenCLCall::EnqueueReadBuffer));
+  if (!s.pinnedStaging || isPinnedHostMemory(dst, bytes)) {
+    rc = s.driver.enqueueReadBuffer(s.queue, a->buffer, claimed, 0, bytes, dst,
+                                    claimed ? nullptr : &c.event);
     if (rc != CL_SUCCESS)
-      return fail(openCLError(rc, "clEnqueueReadBuffer", "during " + what));
+      return failClaimed(
+          openCLError(rc, "clEnqueueReadBuffer", "during " + what));
   } else {
-    Expected<StagingBuffer> staging = s.takeStaging(bytes);
-    if (!staging)
-      return fail(staging.takeError());
-    const char *call = "clEnqueueCopyBuffer";
-    rc = s.driver.enqueueCopyBuffer(s.queue, a->buffer, staging->buffer, bytes,
-                                    nullptr);
-    void *mapped = nullptr;
-    if (rc == CL_SUCCESS) {
-      call = "clEnqueueMapBuffer";
-      mapped = s.driver.enqueueMapBuffer(s.queue, staging->buffer, CL_FALSE,
-                                         CL_MAP_READ, bytes, &c.event, &rc);
-    }
-    if (rc != CL_SUCCESS) {
-      s.driver.finish(s.queue);
-      s.driver.releaseMemObject(staging->buffer);
-      return fail(openCLError(rc, call, "during " + what));
-    }
-    c.after = [&s, staging = *staging, mapped, dst, bytes,
-               what](bool succeeded) {
-      if (succeeded)
-        std::memcpy(dst, mapped, bytes);
-      cl_int unmap =
-          s.driver.enqueueUnmapMemObject(s.queue, staging.buffer, mapped);
-      s.returnStaging(staging);
-      if (unmap != CL_SUCCESS)
-        return openCLError(unmap, "clEnqueueUnmapMemObject", "after " + what);
-      return Error::success();
+    // The driver moves chunk i + 1 into one pinned buffer while chunk i is
+    // copied out of the other; the data is in place when the loop ends, so
+    // the completion has no command left to wait for.
+    uint64_t chunks = (bytes + s.stagingChunk - 1) / s.stagingChunk;
+    std::vector<StagingBuffer> staging;
+    if (Error e = s.takeStaging(std::min<uint64_t>(chunks, 2), staging))
+      return failClaimed(std::move(e));
+    std::array<cl_event, 2> read{};
+    auto enqueueChunk = [&](uint64_t i) {
+      uint64_t offset = i * s.stagingChunk;
+      return s.driver.enqueueReadBuffer(
+          s.queue, a->buffer, CL_FALSE, offset,
+          std::min(s.stagingChunk, bytes - offset), staging[i % 2].mapped,
+          &read[i % 2]);
     };
+    const char *call = nullptr;
+    rc = enqueueChunk(0);
+    if (rc != CL_SUCCESS)
+      call = "clEnqueueReadBuffer";
+    for (uint64_t i = 0; i < chunks && !call; ++i) {
+      if (i + 1 < chunks && (rc = enqueueChunk(i + 1)) != CL_SUCCESS) {
+        call = "clEnqueueReadBuffer";
+        break;
+      }
+      rc = s.driver.waitForEvents(read[i % 2]);
+      s.driver.releaseEvent(read[i % 2]);
+      read[i % 2] = nullptr;
+      if (rc != CL_SUCCESS) {
+        call = "clWaitForEvents";
+        break;
+      }
+      uint64_t offset = i * s.stagingChunk;
+      std::memcpy(dst + offset, staging[i % 2].mapped,
+                  std::min(s.stagingChunk, bytes - offset));
+    }
+    if (call) {
+      s.driver.finish(s.queue);
+      for (cl_event e : read)
+        if (e)
+          s.driver.releaseEvent(e);
+      s.returnStagingLocked(staging);
+      return failClaimed(openCLError(rc, call, "during " + what));
+    }
+    s.returnStagingLocked(staging);
   }
-  retainUntilDone(s.driver, s.queue, c, a->buffer);
+  if (c.event)
+    retainUntilDone(s.driver, s.queue, c, a->buffer);
   ++s.stats.transfersFromDevice;
   s.stats.bytesFromDevice += bytes;
   if (injected)
@@ -869,8 +1122,7 @@ void OpenCLDeviceManager::copyFromDevice(DeviceLocation src, std::byte *dst,
                             OpenCLCall::CommandExecutionStatus));
   // Taken only now: every failure above calls back through fail().
   c.done = std::move(done);
-  s.push(std::move(c));
-  s.driver.flush(s.queue);
+  s.submit(std::move(c), lock, claimed);
 }
 
 //===----------------------------------------------------------------------===//
@@ -986,6 +1238,13 @@ void OpenCLDeviceManager::execute(const Function &function,
 
   Completion c;
   c.what = what;
+  // Failures from here on drop the claim before calling back.
+  bool claimed = s.claimInline();
+  auto failClaimed = [&](Error e) {
+    if (claimed)
+      s.dropInlineClaim();
+    fail(std::move(e));
+  };
   for (size_t n = 0; n < prepared.nodes.size(); ++n) {
     const PreparedNode &node = prepared.nodes[n];
     cl_kernel kernel = s.kernels[static_cast<unsigned>(node.kernel)];
@@ -1006,9 +1265,9 @@ void OpenCLDeviceManager::execute(const Function &function,
       rc = setScaleFactor(s.driver, kernel, arg++, node.kind, node.factor);
     if (rc != CL_SUCCESS) {
       s.driver.finish(s.queue);
-      return fail(openCLError(rc, "clSetKernelArg",
-                              std::string("of ") + kernelName(node.kernel) +
-                                  " in " + what));
+      return failClaimed(openCLError(
+          rc, "clSetKernelArg",
+          std::string("of ") + kernelName(node.kernel) + " in " + what));
     }
     size_t global = node.elements;
     bool last = n + 1 == prepared.nodes.size();
@@ -1019,9 +1278,9 @@ void OpenCLDeviceManager::execute(const Function &function,
                                        last ? &c.event : nullptr);
     if (rc != CL_SUCCESS) {
       s.driver.finish(s.queue);
-      return fail(openCLError(rc, "clEnqueueNDRangeKernel",
-                              std::string("of ") + kernelName(node.kernel) +
-                                  " in " + what));
+      return failClaimed(openCLError(
+          rc, "clEnqueueNDRangeKernel",
+          std::string("of ") + kernelName(node.kernel) + " in " + what));
     }
   }
   for (cl_mem b : buffers)
@@ -1031,8 +1290,7 @@ void OpenCLDeviceManager::execute(const Function &function,
   if (injected)
     s.driver.plan(siteFault(*injected, FaultSite::Run,
                             OpenCLCall::CommandExecutionStatus));
-  s.push(std::move(c));
-  s.driver.flush(s.queue);
+  s.submit(std::move(c), lock, claimed);
 }
 
 //===----------------------------------------------------------------------===//
@@ -1062,15 +1320,26 @@ void OpenCLDeviceManager::shutdownBackend() {
   } else {
     s.completionThread.join();
   }
+  if (!deliveringInline) {
+    // A caller delivering its own completion finishes it before the
+    // memory goes (one that shuts down from inside its callback is done
+    // with its commands).
+    std::unique_lock<std::mutex> lock(s.completionMutex);
+    s.inlineDone.wait(lock, [&s] { return s.inlineDeliveries == 0; });
+  }
   std::lock_guard<std::mutex> lock(s.mutex);
   s.allocations.forEach([&s](DeviceLocation, Allocation &a) {
-    s.driver.releaseMemObject(a.buffer);
+    s.releaseBlocks({{a.buffer, a.blockBytes}});
   });
   s.allocations.clear();
   s.used = 0;
   s.physical = 0;
+  s.releaseBlocks(s.pool.evictAll());
+  // Tensors keep the pinned memory (and its context) for as long as they
+  // hold storage of it.
+  s.pinnedMemory.reset();
   for (StagingBuffer &staging : s.stagingPool)
-    s.driver.releaseMemObject(staging.buffer);
+    s.releaseStaging(staging);
   s.stagingPool.clear();
   s.functions.clear();
   // Nothing is submitted after this: the kernels, program, queue and

@@ -52,6 +52,11 @@ public:
     return std::nullopt;
   }
 
+  /// Device-to-device copies enqueued so far (see enqueueCopyBuffer).
+  uint64_t deviceCopies() const {
+    return deviceCopies_.load(std::memory_order_relaxed);
+  }
+
   /// Calls of each kind so far.
   std::vector<uint64_t> calls() const {
     std::vector<uint64_t> out;
@@ -171,24 +176,33 @@ public:
       return *st;
     return clReleaseMemObject(m);
   }
-  cl_int enqueueWriteBuffer(cl_command_queue q, cl_mem m, size_t size,
-                            const void *src, cl_event *event) {
+  cl_int enqueueWriteBuffer(cl_command_queue q, cl_mem m, cl_bool blocking,
+                            size_t offset, size_t size, const void *src,
+                            cl_event *event) {
     if (auto st = strike(OpenCLCall::EnqueueWriteBuffer))
       return *st;
-    return clEnqueueWriteBuffer(q, m, CL_FALSE, 0, size, src, 0, nullptr,
+    return clEnqueueWriteBuffer(q, m, blocking, offset, size, src, 0, nullptr,
                                 event);
   }
-  cl_int enqueueReadBuffer(cl_command_queue q, cl_mem m, size_t size, void *dst,
+  cl_int enqueueReadBuffer(cl_command_queue q, cl_mem m, cl_bool blocking,
+                           size_t offset, size_t size, void *dst,
                            cl_event *event) {
     if (auto st = strike(OpenCLCall::EnqueueReadBuffer))
       return *st;
-    return clEnqueueReadBuffer(q, m, CL_FALSE, 0, size, dst, 0, nullptr, event);
+    return clEnqueueReadBuffer(q, m, blocking, offset, size, dst, 0, nullptr,
+                               event);
   }
+  /// Copies between two buffers. Every copy counts as a device-to-device
+  /// copy (deviceCopies()) unless \p staging says one of the buffers is a
+  /// host staging buffer, so a copy added anywhere is counted.
   cl_int enqueueCopyBuffer(cl_command_queue q, cl_mem from, cl_mem to,
-                           size_t size, cl_event *event) {
+                           size_t size, cl_event *event, bool staging) {
     if (auto st = strike(OpenCLCall::EnqueueCopyBuffer))
       return *st;
-    return clEnqueueCopyBuffer(q, from, to, 0, 0, size, 0, nullptr, event);
+    cl_int rc = clEnqueueCopyBuffer(q, from, to, 0, 0, size, 0, nullptr, event);
+    if (rc == CL_SUCCESS && !staging)
+      deviceCopies_.fetch_add(1, std::memory_order_relaxed);
+    return rc;
   }
   void *enqueueMapBuffer(cl_command_queue q, cl_mem m, cl_bool blocking,
                          cl_map_flags flags, size_t size, cl_event *event,
@@ -253,6 +267,7 @@ private:
   std::vector<Planned> planned_;
   std::atomic<bool> armed_{false};
   std::array<std::atomic<uint64_t>, NumOpenCLCalls> calls_{};
+  std::atomic<uint64_t> deviceCopies_{0};
 };
 
 } // namespace drt::opencl

@@ -132,7 +132,8 @@ TEST(OpenCLBackend, DeclaresItsParametersAndTheConfigurationsToTest) {
     names.push_back(p.name);
   EXPECT_EQ(names, (std::vector<std::string>{
                        "platform", "device", "device-index", "pinned-staging",
-                       "shared-context", "driver-faults"}));
+                       "shared-context", "driver-faults", "staging-chunk-bytes",
+                       "memory-pool-bytes"}));
   auto configurations =
       BackendRegistry::instance().configurationsToTest("opencl");
   ASSERT_TRUE(configurations);

@@ -17,6 +17,7 @@
 #include "drt/Error.h"
 #include "drt/ExecutionContext.h"
 #include "drt/Function.h"
+#include "drt/HostMemory.h"
 #include "drt/Tensor.h"
 
 #include <atomic>
@@ -79,6 +80,11 @@ public:
   virtual size_t liveAllocations() const = 0;
   /// Counters of allocations, transfers, copies and runs.
   virtual DeviceStats stats() const = 0;
+  /// Host memory this device DMAs directly, for tensors created with it
+  /// (Tensor::create(type, name, memory)): their transfers to and from this
+  /// device need no staging copy. NotSupported when the backend has none
+  /// (the default); DeviceLost after shutdown.
+  virtual Expected<std::shared_ptr<HostMemory>> pinnedHostMemory();
 
   //===--------------------------------------------------------------------===//
   // The transfer interface.

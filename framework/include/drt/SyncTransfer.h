@@ -25,6 +25,14 @@ Error waitForCompletionOn(std::initializer_list<const DeviceManager *> devices,
                           const std::string &what,
                           const std::function<void(CompletionCallback)> &start);
 
+/// True on a thread that is starting work inside waitForCompletion or
+/// waitForCompletionOn (every blocking helper below), which then waits for
+/// it. A backend may complete such work on the calling thread before
+/// returning, calling its callback there, instead of handing the completion
+/// to a thread of its own: the caller blocks either way, and the hop between
+/// threads is most of the fixed cost of a small synchronous transfer.
+bool callerWaitsForCompletion();
+
 /// Blocking DeviceManager::transferToDevice.
 Error transferToDeviceSync(DeviceManager &device, Tensor &tensor,
                            std::optional<DeviceLocation> location = {});

@@ -26,6 +26,7 @@
 namespace drt {
 
 class DeviceManager;
+class HostMemory;
 class TensorStorage;
 
 /// Where the valid copy of a record's data lives.
@@ -113,6 +114,12 @@ public:
   /// Creates a zero-filled host tensor, or InvalidArgument naming the tensor
   /// and the size when \p type has no elements or its size is impossible.
   static Expected<Tensor> create(Type type, std::string name = {});
+  /// As create(type, name), with host storage from \p memory (pinned
+  /// memory from DeviceManager::pinnedHostMemory; null: pageable). The
+  /// residency rules are the same for every kind of storage; an allocation
+  /// \p memory refuses is its Error (OutOfMemory) naming the tensor.
+  static Expected<Tensor> create(Type type, std::string name,
+                                 std::shared_ptr<HostMemory> memory);
 
   Tensor(const Tensor &) = delete;
   Tensor &operator=(const Tensor &) = delete;
@@ -139,6 +146,10 @@ public:
   /// Renames the tensor (views get their own names).
   void setName(std::string name) { name_ = std::move(name); }
 
+  /// True when the host storage is pinned memory a device DMAs directly
+  /// (views share their owner's storage, and so its kind).
+  bool isPinned() const;
+
   /// True for a tensor made by getUnowned().
   bool isView() const { return isView_; }
   /// Byte offset of this tensor within its storage.
@@ -153,8 +164,8 @@ public:
   /// tensor. It shares this tensor's storage and residency record. A view
   /// outside this tensor is a ViewOutOfBounds violation.
   Tensor getUnowned(std::vector<size_t> dims, size_t offsetElements = 0) const;
-  /// An independent copy: new storage, new Host record, contents copied.
-  /// Needs host-readable data (Host or Mirrored), else a violation.
+  /// An independent copy: new pageable storage, new Host record, contents
+  /// copied. Needs host-readable data (Host or Mirrored), else a violation.
   Tensor clone() const;
 
   /// The shared residency record; a violation for an empty tensor.

@@ -15,7 +15,11 @@
 //   device          index or case-insensitive name substring of the device
 //                   (default: env DRT_OPENCL_DEVICE, else every device)
 //   device-index    which of the matching devices to use (default 0)
-//   pinned-staging  1 to stage transfers through CL_MEM_ALLOC_HOST_PTR buffers
+//   pinned-staging  1 to stage transfers through CL_MEM_ALLOC_HOST_PTR buffers,
+//                   in chunks of staging-chunk-bytes (default 4 MiB) whose
+//                   host copies overlap the DMA of the chunk before
+//   memory-pool-bytes  most bytes of freed device blocks kept for reuse
+//                   (default 1 GiB; 0: every free releases its cl_mem)
 //   shared-context  0 to create a context and build the kernels of its own
 //                   instead of sharing those of the device's other managers
 //                   in the process (default 1)
@@ -147,6 +151,24 @@ struct DriverFault {
 /// `driver-faults` takes it; InvalidArgument naming the part that is wrong.
 Expected<std::vector<DriverFault>> parseDriverFaults(std::string_view text);
 
+/// What a manager's pool of freed device blocks holds and has done. Freed
+/// blocks are kept in size classes (at most 25% above the bytes asked for)
+/// and reused by later allocations of the class without a driver call.
+struct OpenCLPoolStats {
+  /// Bytes of device blocks held from the driver: those of live allocations
+  /// (physicalMemoryInUse()) and the cached ones.
+  uint64_t reservedBytes = 0;
+  /// Bytes of freed blocks kept for reuse.
+  uint64_t cachedBytes = 0;
+  /// Device blocks created with clCreateBuffer.
+  uint64_t driverAllocations = 0;
+  /// Allocations served from the pool, without a driver call.
+  uint64_t reuses = 0;
+  /// Blocks given back to the driver: past the pool's limit, under memory
+  /// pressure, and at shutdown.
+  uint64_t driverReleases = 0;
+};
+
 /// One OpenCL device as a drt::DeviceManager. Not final: a test layer (the
 /// self-test's mutants) may derive from it to change one hook.
 class OpenCLDeviceManager : public DeviceManager {
@@ -167,11 +189,16 @@ public:
 
   uint64_t maximumMemory() const override;
   uint64_t usedMemory() const override;
-  /// Bytes of live cl_mem buffers, each rounded up to the device's base
-  /// address alignment (staging buffers are host memory and not counted).
+  /// Bytes of the device blocks of live allocations, each the allocation's
+  /// size class (staging buffers are host memory and not counted; cached
+  /// free blocks are in poolStats()).
   uint64_t physicalMemoryInUse() const override;
   size_t liveAllocations() const override;
   DeviceStats stats() const override;
+  /// CL_MEM_ALLOC_HOST_PTR buffers mapped for their storage's life, one per
+  /// tensor: transfers move them by DMA, with no staging copy (also with
+  /// pinned-staging=1). The same object for every call.
+  Expected<std::shared_ptr<HostMemory>> pinnedHostMemory() override;
   Error injectFault(const FaultSpec &fault) override;
 
   /// The device chosen by init().
@@ -189,6 +216,8 @@ public:
   double buildSeconds() const;
   /// True when transfers go through pinned (CL_MEM_ALLOC_HOST_PTR) staging.
   bool usesPinnedStaging() const;
+  /// The pool of freed device blocks (parameter `memory-pool-bytes`).
+  OpenCLPoolStats poolStats() const;
   /// Plans \p fault on this manager's calls from now on (init-time faults
   /// come from the `driver-faults` parameter). InvalidArgument when nth is
   /// 0 or the status is not a negative (error) status; DeviceLost when the

@@ -1,0 +1,415 @@
+//===- TransferPathTest.cpp - Counters, pool, staging, pinned, completions ===//
+//
+// The OpenCL backend's fast paths, each checked for keeping the contract:
+// counters taken where the driver is called, the pool of freed device
+// blocks (reuse without a driver call, exact logical accounting, the
+// budget, stale locations), staging in chunks, pinned tensors, and
+// completions delivered on the waiting caller's thread. No death tests:
+// fork() after POCL has started hangs the child.
+//
+//===----------------------------------------------------------------------===//
+#include "OpenCLTestSupport.h"
+
+#include "DeviceBlockPool.h"
+
+#include "drt/SyncTransfer.h"
+#include "drt/Violation.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <thread>
+
+using namespace drt;
+using namespace drt::opencl;
+using namespace drt::opencl::testing;
+
+namespace {
+
+Type f32(size_t n) { return Type{ElemKind::Float32, {n}}; }
+
+uint64_t callsOf(const OpenCLDeviceManager &device, OpenCLCall call) {
+  return device.driverCalls()[size_t(call)];
+}
+
+std::vector<int32_t> iota(size_t n, int32_t first) {
+  std::vector<int32_t> values(n);
+  std::iota(values.begin(), values.end(), first);
+  return values;
+}
+
+//===----------------------------------------------------------------------===//
+// Counters.
+//===----------------------------------------------------------------------===//
+
+/// Three outputs, one of them read by a later node.
+Function threeOutputs(size_t n) {
+  Function fn("three");
+  for (const char *p : {"x", "a", "b", "c"})
+    fn.addPlaceholder(p, f32(n));
+  fn.addNode(Node{OpKind::Scale, {"x"}, "a", 2.0});
+  fn.addNode(Node{OpKind::Relu, {"a"}, "b"});
+  fn.addNode(Node{OpKind::Add, {"a", "b"}, "c"});
+  return fn;
+}
+
+TEST(OpenCLCounters, RunsMakeNoDeviceCopyPerOutput) {
+  auto device = openDevice(configNamed("cl"));
+  ASSERT_TRUE(device);
+  ASSERT_TRUE(addNetworkSync(*device, threeOutputs(256)).isSuccess());
+  ExecutionContext context;
+  context.bindings().allocate("x", f32(256));
+  for (const char *out : {"a", "b", "c"})
+    context.bindings().allocate(out, f32(256));
+  uint64_t copiesBefore = callsOf(*device, OpenCLCall::EnqueueCopyBuffer);
+  uint64_t kernelsBefore = callsOf(*device, OpenCLCall::EnqueueNDRangeKernel);
+  constexpr int Runs = 5;
+  for (int r = 0; r < Runs; ++r)
+    ASSERT_TRUE(runFunctionSync(*device, "three", context).isSuccess());
+  // The outputs are written where they stay resident: whatever copy a run
+  // made would be a clEnqueueCopyBuffer counted at the seam.
+  EXPECT_EQ(callsOf(*device, OpenCLCall::EnqueueCopyBuffer), copiesBefore);
+  EXPECT_EQ(device->stats().deviceCopies, 0u);
+  EXPECT_EQ(callsOf(*device, OpenCLCall::EnqueueNDRangeKernel) - kernelsBefore,
+            uint64_t(3 * Runs));
+  EXPECT_EQ(device->stats().runs, uint64_t(Runs));
+  for (const char *out : {"a", "b", "c"})
+    EXPECT_EQ(context.bindings().get(out)->residencySnapshot().state,
+              ResidencyState::Device);
+}
+
+TEST(OpenCLCounters, TransfersAndAllocationsAreCountedWithTheirBytes) {
+  auto device = openDevice(configNamed("cl"));
+  ASSERT_TRUE(device);
+  Tensor t(ElemKind::Int32, {1000}, "t");
+  uint64_t writes = callsOf(*device, OpenCLCall::EnqueueWriteBuffer);
+  ASSERT_TRUE(transferToDeviceSync(*device, t).isSuccess());
+  ASSERT_TRUE(transferFromDeviceSync(*device, t).isSuccess());
+  DeviceStats stats = device->stats();
+  EXPECT_EQ(stats.allocations, 1u);
+  EXPECT_EQ(stats.frees, 1u);
+  EXPECT_EQ(stats.transfersToDevice, 1u);
+  EXPECT_EQ(stats.bytesToDevice, 4000u);
+  EXPECT_EQ(stats.transfersFromDevice, 1u);
+  EXPECT_EQ(stats.bytesFromDevice, 4000u);
+  EXPECT_EQ(callsOf(*device, OpenCLCall::EnqueueWriteBuffer) - writes, 1u);
+  EXPECT_EQ(device->poolStats().driverAllocations, 1u);
+}
+
+//===----------------------------------------------------------------------===//
+// The pool of freed device blocks.
+//===----------------------------------------------------------------------===//
+
+TEST(OpenCLPool, SizeClassesAreAtMostAQuarterLarger) {
+  for (uint64_t bytes : {uint64_t(1), uint64_t(512), uint64_t(513),
+                         uint64_t(1000), uint64_t(4097), uint64_t(1) << 28,
+                         (uint64_t(1) << 28) + 1, uint64_t(300) << 20}) {
+    uint64_t block = blockSizeClass(bytes, 512);
+    EXPECT_GE(block, bytes);
+    EXPECT_EQ(block % 512, 0u) << bytes;
+    if (bytes > 2048) {
+      EXPECT_LE(block - bytes, bytes / 4) << bytes;
+    }
+  }
+  EXPECT_EQ(blockSizeClass(uint64_t(1) << 28, 512), uint64_t(1) << 28);
+  EXPECT_EQ(blockSizeClass(1000, 512), 1024u);
+  EXPECT_EQ(blockSizeClass(900, 512), 1024u);
+}
+
+TEST(OpenCLPool,
+     AFreedBlockIsReusedWithoutADriverCallNeverThroughItsOldLocation) {
+  ScopedThrowingViolationHandler violations;
+  auto device = openDevice(configNamed("cl"));
+  ASSERT_TRUE(device);
+  Expected<DeviceLocation> first = device->allocateDeviceMemory(1000);
+  ASSERT_TRUE(first.hasValue());
+  EXPECT_EQ(device->usedMemory(), 1000u);
+  EXPECT_EQ(device->physicalMemoryInUse(), 1024u);
+  ASSERT_TRUE(device->releaseDeviceMemory(*first).isSuccess());
+  EXPECT_EQ(device->usedMemory(), 0u);
+  EXPECT_EQ(device->physicalMemoryInUse(), 0u);
+  EXPECT_EQ(device->poolStats().cachedBytes, 1024u);
+
+  uint64_t creates = callsOf(*device, OpenCLCall::CreateBuffer);
+  Tensor t(ElemKind::Int32, {225}, "t"); // 900 bytes: the same class
+  fill(t, iota(225, 7));
+  ASSERT_TRUE(transferToDeviceSync(*device, t).isSuccess());
+  EXPECT_EQ(callsOf(*device, OpenCLCall::CreateBuffer), creates);
+  OpenCLPoolStats pool = device->poolStats();
+  EXPECT_EQ(pool.reuses, 1u);
+  EXPECT_EQ(pool.driverAllocations, 1u);
+  EXPECT_EQ(pool.cachedBytes, 0u);
+  EXPECT_EQ(pool.reservedBytes, 1024u);
+  EXPECT_EQ(device->usedMemory(), 900u);
+
+  // The block is t's now: the location it had before is stale.
+  DeviceLocation now = t.residencySnapshot().location;
+  EXPECT_NE(now, *first);
+  EXPECT_EQ(device->releaseDeviceMemory(*first).code(),
+            ErrorCode::InvalidArgument);
+  Tensor other(ElemKind::Int32, {250}, "other");
+  EXPECT_EQ(transferToDeviceSync(*device, other, *first).code(),
+            ErrorCode::InvalidArgument);
+  ASSERT_TRUE(transferFromDeviceSync(*device, t).isSuccess());
+  EXPECT_EQ(contents<int32_t>(t), iota(225, 7));
+  EXPECT_EQ(device->liveAllocations(), 0u);
+  EXPECT_TRUE(device->takeBackgroundErrors().empty());
+}
+
+TEST(OpenCLPool, AReusedBlockShowsOnlyItsNewContents) {
+  auto device = openDevice(configNamed("cl"));
+  ASSERT_TRUE(device);
+  for (int round = 0; round < 4; ++round) {
+    Tensor t(ElemKind::Int32, {4096}, "t");
+    fill(t, iota(4096, round * 10000));
+    ASSERT_TRUE(transferToDeviceSync(*device, t).isSuccess());
+    ASSERT_TRUE(transferFromDeviceSync(*device, t).isSuccess());
+    EXPECT_EQ(contents<int32_t>(t), iota(4096, round * 10000));
+  }
+  EXPECT_EQ(device->poolStats().driverAllocations, 1u);
+  EXPECT_EQ(device->poolStats().reuses, 3u);
+}
+
+TEST(OpenCLPool, CachedBlocksGiveWayBeforeTheBudgetIsPassed) {
+  auto device = openDevice(configNamed("small", {}, 4096));
+  ASSERT_TRUE(device);
+  Expected<DeviceLocation> a = device->allocateDeviceMemory(3000);
+  ASSERT_TRUE(a.hasValue());
+  ASSERT_TRUE(device->releaseDeviceMemory(*a).isSuccess());
+  EXPECT_EQ(device->poolStats().cachedBytes, 3072u);
+  // 2048 more would hold 5120 bytes: the cached block goes first.
+  Expected<DeviceLocation> b = device->allocateDeviceMemory(2000);
+  ASSERT_TRUE(b.hasValue());
+  OpenCLPoolStats pool = device->poolStats();
+  EXPECT_EQ(pool.cachedBytes, 0u);
+  EXPECT_EQ(pool.reservedBytes, 2048u);
+  EXPECT_EQ(pool.driverReleases, 1u);
+  // Logical accounting stays exact: the budget's last bytes are usable,
+  // in a block of the exact size when its class would pass the budget.
+  Expected<DeviceLocation> rest = device->allocateDeviceMemory(2096);
+  ASSERT_TRUE(rest.hasValue());
+  EXPECT_EQ(device->usedMemory(), 4096u);
+  EXPECT_LE(device->poolStats().reservedBytes, 4096u + 48u);
+  Expected<DeviceLocation> over = device->allocateDeviceMemory(1);
+  ASSERT_FALSE(over.hasValue());
+  EXPECT_EQ(over.takeError().code(), ErrorCode::OutOfMemory);
+  ASSERT_TRUE(device->releaseDeviceMemory(*b).isSuccess());
+  ASSERT_TRUE(device->releaseDeviceMemory(*rest).isSuccess());
+  EXPECT_EQ(device->usedMemory(), 0u);
+  EXPECT_EQ(device->physicalMemoryInUse(), 0u);
+}
+
+TEST(OpenCLPool, TheLimitBoundsTheCacheAndZeroTurnsItOff) {
+  auto limited =
+      openDevice(configNamed("limited", {{"memory-pool-bytes", "2048"}}));
+  ASSERT_TRUE(limited);
+  std::vector<DeviceLocation> locations;
+  for (int i = 0; i < 4; ++i) {
+    Expected<DeviceLocation> loc = limited->allocateDeviceMemory(1024);
+    ASSERT_TRUE(loc.hasValue());
+    locations.push_back(*loc);
+  }
+  for (DeviceLocation loc : locations)
+    ASSERT_TRUE(limited->releaseDeviceMemory(loc).isSuccess());
+  EXPECT_EQ(limited->poolStats().cachedBytes, 2048u);
+  EXPECT_EQ(limited->poolStats().driverReleases, 2u);
+
+  auto off = openDevice(configNamed("off", {{"memory-pool-bytes", "0"}}));
+  ASSERT_TRUE(off);
+  for (int i = 0; i < 3; ++i) {
+    Expected<DeviceLocation> loc = off->allocateDeviceMemory(1000);
+    ASSERT_TRUE(loc.hasValue());
+    EXPECT_EQ(off->physicalMemoryInUse(), 1000u);
+    ASSERT_TRUE(off->releaseDeviceMemory(*loc).isSuccess());
+  }
+  OpenCLPoolStats pool = off->poolStats();
+  EXPECT_EQ(pool.driverAllocations, 3u);
+  EXPECT_EQ(pool.driverReleases, 3u);
+  EXPECT_EQ(pool.reuses, 0u);
+  EXPECT_EQ(pool.reservedBytes, 0u);
+}
+
+TEST(OpenCLPool, ShutdownGivesEveryBlockBack) {
+  auto device = openDevice(configNamed("cl"));
+  ASSERT_TRUE(device);
+  Tensor kept(ElemKind::Float32, {300}, "kept");
+  Tensor freed(ElemKind::Float32, {5000}, "freed");
+  ASSERT_TRUE(transferToDeviceSync(*device, kept).isSuccess());
+  ASSERT_TRUE(transferToDeviceSync(*device, freed).isSuccess());
+  ASSERT_TRUE(device->releaseDeviceTensor(freed).isSuccess());
+  EXPECT_GT(device->poolStats().cachedBytes, 0u);
+  uint64_t releases = callsOf(*device, OpenCLCall::ReleaseMemObject);
+  device->shutdown();
+  OpenCLPoolStats pool = device->poolStats();
+  EXPECT_EQ(pool.reservedBytes, 0u);
+  EXPECT_EQ(pool.driverReleases, pool.driverAllocations);
+  EXPECT_GE(callsOf(*device, OpenCLCall::ReleaseMemObject) - releases, 2u);
+  EXPECT_EQ(kept.residencySnapshot().state, ResidencyState::Lost);
+}
+
+TEST(OpenCLPool, BadPoolParametersAreRejected) {
+  OpenCLDeviceManager bad(configNamed("bad", {{"memory-pool-bytes", "lots"}}));
+  Error e = bad.init();
+  EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+  EXPECT_NE(e.message().find("memory-pool-bytes"), std::string::npos)
+      << e.message();
+  OpenCLDeviceManager chunk(
+      configNamed("chunk", {{"staging-chunk-bytes", "5000"}}));
+  e = chunk.init();
+  EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+  EXPECT_NE(e.message().find("staging-chunk-bytes"), std::string::npos)
+      << e.message();
+}
+
+//===----------------------------------------------------------------------===//
+// Staging in chunks.
+//===----------------------------------------------------------------------===//
+
+TEST(OpenCLStagingChunks, TransfersOfSeveralChunksPreserveContents) {
+  auto device = openDevice(configNamed(
+      "cl", {{"pinned-staging", "1"}, {"staging-chunk-bytes", "4096"}}));
+  ASSERT_TRUE(device);
+  for (size_t n : {size_t(1), size_t(1024), size_t(1025), size_t(3 * 1024 + 7),
+                   size_t(100000)}) {
+    Tensor t(ElemKind::Int32, {n}, "t");
+    fill(t, iota(n, int32_t(n)));
+    uint64_t writes = callsOf(*device, OpenCLCall::EnqueueWriteBuffer);
+    uint64_t reads = callsOf(*device, OpenCLCall::EnqueueReadBuffer);
+    ASSERT_TRUE(transferToDeviceSync(*device, t).isSuccess());
+    ASSERT_TRUE(transferFromDeviceSync(*device, t).isSuccess());
+    uint64_t chunks = (n * 4 + 4095) / 4096;
+    EXPECT_EQ(callsOf(*device, OpenCLCall::EnqueueWriteBuffer) - writes,
+              chunks);
+    EXPECT_EQ(callsOf(*device, OpenCLCall::EnqueueReadBuffer) - reads, chunks);
+    EXPECT_EQ(contents<int32_t>(t), iota(n, int32_t(n))) << n;
+  }
+  EXPECT_EQ(device->stats().deviceCopies, 0u);
+  EXPECT_EQ(device->liveAllocations(), 0u);
+}
+
+//===----------------------------------------------------------------------===//
+// Pinned tensors.
+//===----------------------------------------------------------------------===//
+
+class OpenCLPinnedTensors : public ::testing::TestWithParam<bool> {
+protected:
+  void SetUp() override {
+    device_ = openDevice(
+        configNamed("cl", {{"pinned-staging", GetParam() ? "1" : "0"}}));
+    ASSERT_TRUE(device_);
+  }
+  std::unique_ptr<OpenCLDeviceManager> device_;
+};
+
+TEST_P(OpenCLPinnedTensors, FollowTheResidencyRulesWithoutAStagingCopy) {
+  ScopedThrowingViolationHandler violations;
+  Expected<std::shared_ptr<HostMemory>> memory = device_->pinnedHostMemory();
+  ASSERT_TRUE(memory.hasValue()) << memory.takeError().toString();
+  EXPECT_TRUE((*memory)->isPinned());
+  Expected<std::shared_ptr<HostMemory>> again = device_->pinnedHostMemory();
+  ASSERT_TRUE(again.hasValue());
+  EXPECT_EQ(again->get(), memory->get());
+
+  Expected<Tensor> made =
+      Tensor::create(Type{ElemKind::Int32, {5000}}, "p", *memory);
+  ASSERT_TRUE(made.hasValue()) << made.takeError().toString();
+  Tensor &p = *made;
+  EXPECT_TRUE(p.isPinned());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p.hostBytes().data()) % 64, 0u);
+  EXPECT_EQ(contents<int32_t>(p), std::vector<int32_t>(5000, 0));
+  fill(p, iota(5000, 3));
+  uint64_t maps = callsOf(*device_, OpenCLCall::EnqueueMapBuffer);
+  uint64_t writes = callsOf(*device_, OpenCLCall::EnqueueWriteBuffer);
+  ASSERT_TRUE(transferToDeviceSync(*device_, p).isSuccess());
+  EXPECT_EQ(p.residencySnapshot().state, ResidencyState::Device);
+  EXPECT_THROW(p.hostBytes(), ContractViolationError);
+  ASSERT_TRUE(transferFromDeviceSync(*device_, p, false).isSuccess());
+  EXPECT_EQ(p.residencySnapshot().state, ResidencyState::Mirrored);
+  EXPECT_EQ(contents<int32_t>(p), iota(5000, 3));
+  // One write straight from the tensor's storage, no staging buffer.
+  EXPECT_EQ(callsOf(*device_, OpenCLCall::EnqueueWriteBuffer) - writes, 1u);
+  EXPECT_EQ(callsOf(*device_, OpenCLCall::EnqueueMapBuffer), maps);
+
+  Tensor view = p.getUnowned({10}, 20);
+  EXPECT_TRUE(view.isPinned());
+  Tensor copy = p.clone();
+  EXPECT_FALSE(copy.isPinned());
+  EXPECT_EQ(contents<int32_t>(copy), iota(5000, 3));
+  p.mutableHostData<int32_t>()[0] = -1;
+  EXPECT_EQ(p.residencySnapshot().state, ResidencyState::Host);
+  EXPECT_EQ(device_->usedMemory(), 0u);
+}
+
+TEST_P(OpenCLPinnedTensors, OutliveTheirDevice) {
+  Expected<std::shared_ptr<HostMemory>> memory = device_->pinnedHostMemory();
+  ASSERT_TRUE(memory.hasValue());
+  Expected<Tensor> made = Tensor::create(f32(64), "p", *memory);
+  ASSERT_TRUE(made.hasValue());
+  Tensor p = std::move(*made);
+  fill<float>(p, std::vector<float>(64, 1.5f));
+  ASSERT_TRUE(transferToDeviceSync(*device_, p).isSuccess());
+  device_.reset();
+  EXPECT_EQ(p.residencySnapshot().state, ResidencyState::Lost);
+  std::vector<float> values(64, 2.5f);
+  ASSERT_TRUE(p.refillFromHost(std::as_bytes(std::span(values))).isSuccess());
+  EXPECT_EQ(contents<float>(p), values);
+}
+
+INSTANTIATE_TEST_SUITE_P(PinnedStaging, OpenCLPinnedTensors, ::testing::Bool(),
+                         [](const auto &info) {
+                           return info.param ? "Staged" : "Direct";
+                         });
+
+TEST(OpenCLPinnedMemory, IsRefusedByAStoppedDevice) {
+  auto device = openDevice(configNamed("cl"));
+  ASSERT_TRUE(device);
+  device->shutdown();
+  Expected<std::shared_ptr<HostMemory>> memory = device->pinnedHostMemory();
+  ASSERT_FALSE(memory.hasValue());
+  EXPECT_EQ(memory.takeError().code(), ErrorCode::DeviceLost);
+}
+
+//===----------------------------------------------------------------------===//
+// Completions.
+//===----------------------------------------------------------------------===//
+
+TEST(OpenCLCompletion, AWaitingCallerGetsItsCompletionOnItsOwnThread) {
+  auto device = openDevice(configNamed("cl"));
+  ASSERT_TRUE(device);
+  Tensor t(ElemKind::Float32, {16}, "t");
+  std::thread::id where;
+  Error e = waitForCompletion([&](CompletionCallback done) {
+    device->transferToDevice(t, std::nullopt, [&, done](Error error) {
+      where = std::this_thread::get_id();
+      done(std::move(error));
+    });
+  });
+  ASSERT_TRUE(e.isSuccess()) << e.toString();
+  EXPECT_EQ(where, std::this_thread::get_id());
+  EXPECT_EQ(t.residencySnapshot().state, ResidencyState::Device);
+}
+
+TEST(OpenCLCompletion, AWaitingCallerDoesNotOvertakeEarlierCompletions) {
+  auto device = openDevice(configNamed("cl"));
+  ASSERT_TRUE(device);
+  Tensor big(ElemKind::Float32, {1 << 20}, "big");
+  Tensor small(ElemKind::Float32, {4}, "small");
+  std::mutex mutex;
+  std::vector<std::string> order;
+  auto note = [&](std::string what) {
+    std::lock_guard<std::mutex> lock(mutex);
+    order.push_back(std::move(what));
+  };
+  device->transferToDevice(big, std::nullopt, [&](Error) { note("big"); });
+  Error e = waitForCompletion([&](CompletionCallback done) {
+    device->transferToDevice(small, std::nullopt, [&, done](Error error) {
+      note("small");
+      done(std::move(error));
+    });
+  });
+  ASSERT_TRUE(e.isSuccess()) << e.toString();
+  big.residency().waitUntilIdle();
+  EXPECT_EQ(order, (std::vector<std::string>{"big", "small"}));
+}
+
+} // namespace

@@ -1,0 +1,418 @@
+//===- TransferBench.cpp - drt transfers and runs against raw OpenCL ------===//
+//
+// What device resident tensors cost over the hardware, measured side by side
+// in one process on one OpenCL device (DRT_OPENCL_PLATFORM and
+// DRT_OPENCL_DEVICE choose it, as for the backend):
+//
+//  - transfer/MECHANISM/DIRECTION/BYTES: one transfer, timed alone (manual
+//    time), for the mechanisms
+//      raw         blocking clEnqueueWrite/ReadBuffer, pageable host memory,
+//                  into a buffer created once
+//      raw_pinned  the same from and into mapped CL_MEM_ALLOC_HOST_PTR memory
+//      drt         transferToDeviceSync / transferFromDeviceSync of a
+//                  pageable tensor (allocation from the pool included)
+//      drt_staged  the same with pinned-staging=1 (chunked staging)
+//      drt_pinned  a tensor with pinned host storage (pinnedHostMemory())
+//      memcpy      a host memcpy of the bytes, pre-faulted
+//    and DIRECTION to_device, from_device or round_trip;
+//  - chain/MECHANISM/N: N dependent runs of a scale over 16 MiB of f32 with
+//    one upload before and one read-back after: raw (the same kernel from
+//    the backend's program enqueued N times, one blocking read),
+//    drt_resident (outputs stay on the device between runs) and
+//    drt_host_round_trips (every run copies its input in and its output
+//    out). Counter host_bytes: bytes across the host boundary per chain.
+//
+// ci/bench runs it and writes the Markdown table of ratios.
+//
+//===----------------------------------------------------------------------===//
+#include "Kernels.h"
+
+#include "drt/ExecutionContext.h"
+#include "drt/SyncTransfer.h"
+#include "drt/opencl/OpenCLDevice.h"
+
+#include <CL/cl.h>
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace drt;
+using Clock = std::chrono::steady_clock;
+
+enum class Direction { ToDevice, FromDevice, RoundTrip };
+const char *directionName(Direction d) {
+  return d == Direction::ToDevice     ? "to_device"
+         : d == Direction::FromDevice ? "from_device"
+                                      : "round_trip";
+}
+
+double secondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+/// 64-byte aligned host memory, touched once so that no page faults are
+/// timed.
+struct HostBuffer {
+  explicit HostBuffer(size_t bytes)
+      : data(static_cast<std::byte *>(
+            ::operator new[](bytes, std::align_val_t(64)))),
+        size(bytes) {
+    std::memset(data, 1, bytes);
+  }
+  ~HostBuffer() { ::operator delete[](data, std::align_val_t(64)); }
+  HostBuffer(const HostBuffer &) = delete;
+  HostBuffer &operator=(const HostBuffer &) = delete;
+  std::byte *data;
+  size_t size;
+};
+
+std::string lower(std::string text) {
+  for (char &c : text)
+    c = char(std::tolower(static_cast<unsigned char>(c)));
+  return text;
+}
+
+/// The device the backend picks by default: the first device of the first
+/// platform whose name contains DRT_OPENCL_PLATFORM (any platform when it
+/// is not set) that has one.
+struct RawDevice {
+  cl_platform_id platform = nullptr;
+  cl_device_id device = nullptr;
+  cl_context context = nullptr;
+  cl_command_queue queue = nullptr;
+  std::string error;
+
+  RawDevice() {
+    cl_uint count = 0;
+    clGetPlatformIDs(0, nullptr, &count);
+    std::vector<cl_platform_id> platforms(count);
+    clGetPlatformIDs(count, platforms.data(), nullptr);
+    const char *wanted = std::getenv("DRT_OPENCL_PLATFORM");
+    for (cl_platform_id p : platforms) {
+      char name[256] = {};
+      clGetPlatformInfo(p, CL_PLATFORM_NAME, sizeof name, name, nullptr);
+      if (wanted && lower(name).find(lower(wanted)) == std::string::npos)
+        continue;
+      if (clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, 1, &device, nullptr) ==
+          CL_SUCCESS) {
+        platform = p;
+        break;
+      }
+    }
+    if (!platform) {
+      error = "no OpenCL device";
+      return;
+    }
+    cl_int rc = CL_SUCCESS;
+    context = clCreateContext(nullptr, 1, &device, nullptr, nullptr, &rc);
+    if (rc == CL_SUCCESS)
+      queue = clCreateCommandQueue(context, device, 0, &rc);
+    if (rc != CL_SUCCESS)
+      error = "context or queue: " + std::to_string(rc);
+  }
+  ~RawDevice() {
+    if (queue)
+      clReleaseCommandQueue(queue);
+    if (context)
+      clReleaseContext(context);
+  }
+};
+
+/// Mapped CL_MEM_ALLOC_HOST_PTR memory of \p device.
+struct RawPinned {
+  RawPinned(RawDevice &device, size_t bytes) : queue(device.queue) {
+    cl_int rc = CL_SUCCESS;
+    buffer = clCreateBuffer(device.context,
+                            CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, bytes,
+                            nullptr, &rc);
+    if (rc == CL_SUCCESS)
+      data =
+          clEnqueueMapBuffer(queue, buffer, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE,
+                             0, bytes, 0, nullptr, nullptr, &rc);
+    if (data)
+      std::memset(data, 1, bytes);
+  }
+  ~RawPinned() {
+    if (data)
+      clEnqueueUnmapMemObject(queue, buffer, data, 0, nullptr, nullptr);
+    clFinish(queue);
+    if (buffer)
+      clReleaseMemObject(buffer);
+  }
+  cl_command_queue queue;
+  cl_mem buffer = nullptr;
+  void *data = nullptr;
+};
+
+void rawTransfer(benchmark::State &state, Direction direction, bool pinned) {
+  size_t bytes = size_t(state.range(0));
+  RawDevice device;
+  if (!device.error.empty())
+    return state.SkipWithError(device.error.c_str());
+  cl_int rc = CL_SUCCESS;
+  cl_mem target =
+      clCreateBuffer(device.context, CL_MEM_READ_WRITE, bytes, nullptr, &rc);
+  if (rc != CL_SUCCESS)
+    return state.SkipWithError("clCreateBuffer failed");
+  HostBuffer pageable(pinned ? 1 : bytes);
+  RawPinned mapped(device, pinned ? bytes : 1);
+  void *host = pinned ? mapped.data : pageable.data;
+  // The first write touches the device pages; it is not timed.
+  clEnqueueWriteBuffer(device.queue, target, CL_TRUE, 0, bytes, host, 0,
+                       nullptr, nullptr);
+  for (auto _ : state) {
+    auto start = Clock::now();
+    if (direction != Direction::FromDevice)
+      rc |= clEnqueueWriteBuffer(device.queue, target, CL_TRUE, 0, bytes, host,
+                                 0, nullptr, nullptr);
+    if (direction != Direction::ToDevice)
+      rc |= clEnqueueReadBuffer(device.queue, target, CL_TRUE, 0, bytes, host,
+                                0, nullptr, nullptr);
+    state.SetIterationTime(secondsSince(start));
+  }
+  clReleaseMemObject(target);
+  if (rc != CL_SUCCESS)
+    state.SkipWithError("a transfer failed");
+  state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(bytes) *
+                          (direction == Direction::RoundTrip ? 2 : 1));
+}
+
+enum class Storage { Pageable, Staged, Pinned };
+
+void drtTransfer(benchmark::State &state, Direction direction,
+                 Storage storage) {
+  size_t bytes = size_t(state.range(0));
+  DeviceConfig config;
+  config.name = "bench";
+  if (storage == Storage::Staged)
+    config.parameters["pinned-staging"] = "1";
+  opencl::OpenCLDeviceManager device(config);
+  if (Error e = device.init())
+    return state.SkipWithError(e.toString().c_str());
+  Type type{ElemKind::UInt8, {bytes}};
+  std::shared_ptr<HostMemory> memory;
+  if (storage == Storage::Pinned) {
+    Expected<std::shared_ptr<HostMemory>> pinned = device.pinnedHostMemory();
+    if (!pinned)
+      return state.SkipWithError(pinned.takeError().toString().c_str());
+    memory = *pinned;
+  }
+  Expected<Tensor> made = Tensor::create(type, "t", memory);
+  if (!made)
+    return state.SkipWithError(made.takeError().toString().c_str());
+  Tensor t = std::move(*made);
+  std::memset(t.mutableHostBytes().data(), 1, bytes);
+  // The first upload creates the device block; later ones reuse it.
+  Error error = transferToDeviceSync(device, t);
+  if (!error)
+    error = device.releaseDeviceTensor(t);
+  for (auto _ : state) {
+    if (direction == Direction::FromDevice && !error)
+      error = transferToDeviceSync(device, t);
+    auto start = Clock::now();
+    if (direction != Direction::FromDevice && !error)
+      error = transferToDeviceSync(device, t);
+    if (direction != Direction::ToDevice && !error)
+      error = transferFromDeviceSync(device, t, /*release=*/true);
+    state.SetIterationTime(secondsSince(start));
+    if (direction == Direction::ToDevice && !error)
+      error = device.releaseDeviceTensor(t);
+  }
+  if (error)
+    return state.SkipWithError(error.toString().c_str());
+  state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(bytes) *
+                          (direction == Direction::RoundTrip ? 2 : 1));
+  state.counters["driver_allocations"] =
+      double(device.poolStats().driverAllocations);
+}
+
+void memcpyTransfer(benchmark::State &state, Direction direction) {
+  size_t bytes = size_t(state.range(0));
+  HostBuffer from(bytes), to(bytes);
+  for (auto _ : state) {
+    auto start = Clock::now();
+    std::memcpy(to.data, from.data, bytes);
+    if (direction == Direction::RoundTrip)
+      std::memcpy(from.data, to.data, bytes);
+    benchmark::ClobberMemory();
+    state.SetIterationTime(secondsSince(start));
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(bytes) *
+                          (direction == Direction::RoundTrip ? 2 : 1));
+}
+
+const std::vector<int64_t> Sizes = {4,       4 << 10,  64 << 10,
+                                    1 << 20, 16 << 20, 256 << 20};
+
+void registerTransfers() {
+  for (Direction d :
+       {Direction::RoundTrip, Direction::ToDevice, Direction::FromDevice}) {
+    std::string dir = directionName(d);
+    auto add = [&](const std::string &mechanism, auto function) {
+      auto *b = benchmark::RegisterBenchmark(
+          ("transfer/" + mechanism + "/" + dir).c_str(), function);
+      for (int64_t size : Sizes)
+        b->Arg(size);
+      b->UseManualTime()->Unit(benchmark::kMicrosecond);
+    };
+    add("raw", [d](benchmark::State &s) { rawTransfer(s, d, false); });
+    add("drt",
+        [d](benchmark::State &s) { drtTransfer(s, d, Storage::Pageable); });
+    add("drt_staged",
+        [d](benchmark::State &s) { drtTransfer(s, d, Storage::Staged); });
+    add("raw_pinned", [d](benchmark::State &s) { rawTransfer(s, d, true); });
+    add("drt_pinned",
+        [d](benchmark::State &s) { drtTransfer(s, d, Storage::Pinned); });
+    add("memcpy", [d](benchmark::State &s) { memcpyTransfer(s, d); });
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Chains of dependent runs.
+//===----------------------------------------------------------------------===//
+
+constexpr size_t ChainElements = size_t(4) << 20; // 16 MiB of f32
+constexpr float ChainFactor = 1.0f;
+
+void rawChain(benchmark::State &state) {
+  int runs = int(state.range(0));
+  RawDevice device;
+  if (!device.error.empty())
+    return state.SkipWithError(device.error.c_str());
+  cl_int rc = CL_SUCCESS;
+  const char *source = opencl::KernelSource;
+  cl_program program =
+      clCreateProgramWithSource(device.context, 1, &source, nullptr, &rc);
+  rc |= clBuildProgram(program, 1, &device.device, opencl::KernelBuildOptions,
+                       nullptr, nullptr);
+  cl_kernel kernel = clCreateKernel(
+      program,
+      opencl::kernelName(opencl::kernelFor(OpKind::Scale, ElemKind::Float32)),
+      &rc);
+  size_t bytes = ChainElements * sizeof(float);
+  cl_mem a =
+      clCreateBuffer(device.context, CL_MEM_READ_WRITE, bytes, nullptr, &rc);
+  cl_mem b =
+      clCreateBuffer(device.context, CL_MEM_READ_WRITE, bytes, nullptr, &rc);
+  if (rc != CL_SUCCESS)
+    return state.SkipWithError("building the raw chain failed");
+  HostBuffer host(bytes);
+  cl_ulong zero = 0;
+  cl_float factor = ChainFactor;
+  for (auto _ : state) {
+    auto start = Clock::now();
+    rc |= clEnqueueWriteBuffer(device.queue, a, CL_FALSE, 0, bytes, host.data,
+                               0, nullptr, nullptr);
+    for (int r = 0; r < runs; ++r) {
+      cl_mem in = r % 2 ? b : a, out = r % 2 ? a : b;
+      rc |= clSetKernelArg(kernel, 0, sizeof(cl_mem), &in);
+      rc |= clSetKernelArg(kernel, 1, sizeof zero, &zero);
+      rc |= clSetKernelArg(kernel, 2, sizeof(cl_mem), &out);
+      rc |= clSetKernelArg(kernel, 3, sizeof zero, &zero);
+      rc |= clSetKernelArg(kernel, 4, sizeof factor, &factor);
+      size_t global = ChainElements;
+      rc |= clEnqueueNDRangeKernel(device.queue, kernel, 1, nullptr, &global,
+                                   nullptr, 0, nullptr, nullptr);
+    }
+    rc |= clEnqueueReadBuffer(device.queue, runs % 2 ? b : a, CL_TRUE, 0, bytes,
+                              host.data, 0, nullptr, nullptr);
+    state.SetIterationTime(secondsSince(start));
+  }
+  clReleaseMemObject(a);
+  clReleaseMemObject(b);
+  clReleaseKernel(kernel);
+  clReleaseProgram(program);
+  if (rc != CL_SUCCESS)
+    state.SkipWithError("the raw chain failed");
+  state.counters["host_bytes"] = double(2 * bytes);
+}
+
+Function chainStep(const char *name, const char *from, const char *to) {
+  Type type{ElemKind::Float32, {ChainElements}};
+  Function fn(name);
+  fn.addPlaceholder(from, type).addPlaceholder(to, type);
+  fn.addNode(Node{OpKind::Scale, {from}, to, ChainFactor});
+  return fn;
+}
+
+void drtChain(benchmark::State &state, bool resident) {
+  int runs = int(state.range(0));
+  DeviceConfig config;
+  config.name = "bench";
+  config.copyDeviceTensorsToHost = !resident;
+  opencl::OpenCLDeviceManager device(config);
+  if (Error e = device.init())
+    return state.SkipWithError(e.toString().c_str());
+  Error error = addNetworkSync(device, chainStep("ab", "a", "b"));
+  if (!error)
+    error = addNetworkSync(device, chainStep("ba", "b", "a"));
+  ExecutionContext context;
+  Type type{ElemKind::Float32, {ChainElements}};
+  Tensor &a = context.bindings().allocate("a", type);
+  context.bindings().allocate("b", type);
+  std::memset(a.mutableHostBytes().data(), 0, type.sizeInBytes());
+  DeviceStats before = device.stats();
+  for (auto _ : state) {
+    auto start = Clock::now();
+    if (resident && !error)
+      error = transferToDeviceSync(device, a);
+    for (int r = 0; r < runs && !error; ++r)
+      error = runFunctionSync(device, r % 2 ? "ba" : "ab", context);
+    Tensor &last = *context.bindings().get(runs % 2 ? "b" : "a");
+    if (resident && !error)
+      error = transferFromDeviceSync(device, last);
+    state.SetIterationTime(secondsSince(start));
+    if (!error)
+      for (const char *name : {"a", "b"})
+        if (!error)
+          error = device.releaseDeviceTensor(*context.bindings().get(name));
+  }
+  if (error)
+    return state.SkipWithError(error.toString().c_str());
+  DeviceStats after = device.stats();
+  state.counters["host_bytes"] =
+      double(after.bytesToDevice + after.bytesFromDevice -
+             before.bytesToDevice - before.bytesFromDevice) /
+      double(state.iterations());
+  state.counters["device_copies"] =
+      double(after.deviceCopies - before.deviceCopies);
+}
+
+void registerChains() {
+  for (const char *mechanism :
+       {"raw", "drt_resident", "drt_host_round_trips"}) {
+    std::string name = std::string("chain/") + mechanism;
+    std::string m = mechanism;
+    auto *b =
+        benchmark::RegisterBenchmark(name.c_str(), [m](benchmark::State &s) {
+          if (m == "raw")
+            rawChain(s);
+          else
+            drtChain(s, m == "drt_resident");
+        });
+    b->Arg(1)->Arg(4)->Arg(16)->UseManualTime()->Unit(benchmark::kMicrosecond);
+  }
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  registerTransfers();
+  registerChains();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv))
+    return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

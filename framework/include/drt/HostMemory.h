@@ -1,0 +1,42 @@
+//===- drt/HostMemory.h - Where tensor host storage comes from -*- C++ -*-===//
+//
+// A tensor's host storage is pageable memory from operator new unless the
+// tensor is created with a HostMemory: memory a device can DMA from and
+// into directly (pinned, page-locked), which a DeviceManager hands out
+// (DeviceManager::pinnedHostMemory). The residency rules do not change with
+// it; a transfer of pinned storage needs no staging copy.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DRT_HOSTMEMORY_H
+#define DRT_HOSTMEMORY_H
+
+#include "drt/Error.h"
+
+#include <cstddef>
+#include <string>
+
+namespace drt {
+
+/// A source of host memory for tensor storage. Tensors hold it by shared
+/// pointer, so it lives until the last storage allocated from it is gone,
+/// also after the device manager that handed it out is shut down or
+/// destroyed. Thread-safe.
+class HostMemory {
+public:
+  virtual ~HostMemory();
+  /// What the memory is, for messages ("pinned memory of OpenCL device
+  /// 'd0'").
+  virtual std::string describe() const = 0;
+  /// True when a device can DMA from and into the memory directly.
+  virtual bool isPinned() const = 0;
+  /// \p bytes (at least 1) of memory aligned to at least 64 bytes, or
+  /// OutOfMemory (or DeviceError) naming the size and describe().
+  virtual Expected<std::byte *> allocate(size_t bytes) = 0;
+  /// Gives back \p data, which allocate(\p bytes) returned; called exactly
+  /// once for each successful allocate.
+  virtual void deallocate(std::byte *data, size_t bytes) noexcept = 0;
+};
+
+} // namespace drt
+
+#endif // DRT_HOSTMEMORY_H
