@@ -162,6 +162,7 @@ int Model::newRecord(size_t bytes) {
   r.bytes = bytes;
   r.known.mark(0, bytes);
   records_[nextRecord_] = std::move(r);
+  recordsStamp_.renew();
   return nextRecord_++;
 }
 
@@ -196,6 +197,7 @@ void Model::dropReference(int record, Step &step) {
     releaseRecord(r);
   }
   records_.erase(record);
+  recordsStamp_.renew();
 }
 
 void Model::shutdownDevice(const std::string &name, Step &step) {

@@ -682,8 +682,16 @@ public:
   compareTensor(const Model &model, const std::string &name,
                 const ModelTensor &mt, const Tensor &t, bool contents,
                 std::optional<ResidencySnapshot> *seen = nullptr) {
-    const ModelRecord *r =
-        mt.empty() ? nullptr : &model.records().at(mt.record);
+    return compareTensor(name, mt,
+                         mt.empty() ? nullptr : &model.records().at(mt.record),
+                         t, contents, seen);
+  }
+
+  /// The same, given the model's record \p r of \p mt (null when empty).
+  std::optional<Difference>
+  compareTensor(const std::string &name, const ModelTensor &mt,
+                const ModelRecord *r, const Tensor &t, bool contents,
+                std::optional<ResidencySnapshot> *seen) {
     if (t.isEmpty() || !r) {
       if (t.isEmpty() != !r)
         return Difference{"residency of tensor '" + name + "'",
@@ -726,17 +734,17 @@ public:
                          ? 0
                          : uintptr_t(&p.observed->residency());
             });
+    findRecords(model);
     for (size_t i = 0; i < pairs_.size(); ++i) {
       const std::string &name = *pairs_[i].name;
       const ModelTensor &mt = *pairs_[i].expected;
+      const ModelRecord *r = pairs_[i].record;
       const Tensor &t = *pairs_[i].observed;
       bool contents = allContents ||
                       std::find(namedRecords_.begin(), namedRecords_.end(),
                                 mt.record) != namedRecords_.end() ||
-                      (!mt.empty() &&
-                       model.records().at(mt.record).bytes <= SmallRecordBytes);
-      if (auto d =
-              compareTensor(model, name, mt, t, contents, &pairs_[i].snapshot))
+                      (r && r->bytes <= SmallRecordBytes);
+      if (auto d = compareTensor(name, mt, r, t, contents, &pairs_[i].snapshot))
         return d;
       if (mt.empty())
         continue;
@@ -850,10 +858,7 @@ public:
     located_.clear();
     std::optional<Difference> first;
     for (const TensorPair &p : pairs_) {
-      const ModelRecord *r = p.expected->empty()
-                                 ? nullptr
-                                 : &model.records().at(p.expected->record);
-      if ((first = check(*p.name, p.observed, r, p.snapshot)))
+      if ((first = check(*p.name, p.observed, p.record, p.snapshot)))
         break;
     }
     // Distinct records at distinct locations: the first tensor, in name
@@ -925,6 +930,9 @@ private:
     /// The backend's entry of that name, which outlives the Tensor object
     /// it holds (a create or a move puts a new one there).
     const std::unique_ptr<Tensor> *slot;
+    /// The model's record of the tensor (findRecords) and its number.
+    const ModelRecord *record = nullptr;
+    int recordId = -1;
     /// Its residency as the sweep read it (a tensor the model holds a
     /// record for and the backend's is not empty).
     std::optional<ResidencySnapshot> snapshot;
@@ -963,8 +971,8 @@ private:
       if (expected != model.tensors().end() && observed != tensors_.end() &&
           sameText(expected->first, observed->first)) {
         pairs_.push_back({&expected->first, &expected->second,
-                          observed->second.get(), &observed->second,
-                          std::nullopt});
+                          observed->second.get(), &observed->second, nullptr,
+                          -1, std::nullopt});
         continue;
       }
       if (observed == tensors_.end() || (expected != model.tensors().end() &&
@@ -978,6 +986,26 @@ private:
     pairedModelStamp_ = model.tensorNamesStamp();
     pairedChanges_ = tensorNamesChanges_;
     return std::nullopt;
+  }
+
+  /// Sets the model's record of every pair (null for an empty tensor),
+  /// looked up again only for a pair whose record number changed, or when
+  /// the model added or removed a record since the last call.
+  void findRecords(const Model &model) {
+    bool kept =
+        recordsModel_ == &model && recordsStamp_ == model.recordsStamp();
+    for (TensorPair &p : pairs_) {
+      if (p.expected->empty()) {
+        p.record = nullptr;
+        continue;
+      }
+      if (!kept || !p.record || p.recordId != p.expected->record) {
+        p.record = &model.records().at(p.expected->record);
+        p.recordId = p.expected->record;
+      }
+    }
+    recordsModel_ = &model;
+    recordsStamp_ = model.recordsStamp();
   }
 
   /// Sets \p leader[i], for every pairs_[i] whose \p keyOf is not 0, to the
@@ -1235,6 +1263,9 @@ private:
   std::vector<Keyed> keyed_;
   std::vector<size_t> modelLeader_, backendLeader_;
   std::vector<uintptr_t> modelKeys_, backendKeys_;
+  /// What the records of pairs_ were found in (findRecords).
+  const Model *recordsModel_ = nullptr;
+  uint64_t recordsStamp_ = 0;
   /// What pairs_ was built from (pairByName).
   const Model *pairedModel_ = nullptr;
   uint64_t pairedModelStamp_ = 0;

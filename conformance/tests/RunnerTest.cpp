@@ -475,14 +475,25 @@ TEST(Model, TheNamesStampChangesWithTheNamesOnly) {
                      "destroy v\n");
   Model m(s.devices, Capabilities{});
   std::vector<uint64_t> stamps = {m.tensorNamesStamp()};
+  std::vector<uint64_t> recordStamps = {m.recordsStamp()};
   for (const Command &c : s.commands) {
     m.apply(c);
     stamps.push_back(m.tensorNamesStamp());
+    recordStamps.push_back(m.recordsStamp());
   }
   EXPECT_NE(stamps[1], stamps[0]) << "create adds a name";
   EXPECT_EQ(stamps[2], stamps[1]) << "to-device changes no name";
   EXPECT_NE(stamps[3], stamps[2]) << "view adds a name";
   EXPECT_NE(stamps[4], stamps[3]) << "destroy removes one";
+  EXPECT_NE(recordStamps[1], recordStamps[0]) << "create adds a record";
+  EXPECT_EQ(recordStamps[4], recordStamps[1])
+      << "to-device, a view and its destruction add or remove no record";
+  Command destroy;
+  destroy.kind = CommandKind::Destroy;
+  destroy.target = "a";
+  m.apply(destroy);
+  EXPECT_NE(m.recordsStamp(), recordStamps[4])
+      << "destroying the last tensor of a record removes it";
   Model copy = m;
   EXPECT_NE(copy.tensorNamesStamp(), m.tensorNamesStamp())
       << "a copy's entries are elsewhere: its stamp is its own";
@@ -490,4 +501,5 @@ TEST(Model, TheNamesStampChangesWithTheNamesOnly) {
   assigned = m;
   EXPECT_NE(assigned.tensorNamesStamp(), m.tensorNamesStamp());
   EXPECT_NE(assigned.tensorNamesStamp(), copy.tensorNamesStamp());
+  EXPECT_NE(copy.recordsStamp(), m.recordsStamp());
 }

@@ -183,6 +183,9 @@ public:
   /// number of its own): while it stays the same, the entries of tensors()
   /// stay where they are, so a caller may keep pointers to them.
   uint64_t tensorNamesStamp() const { return namesStamp_.value; }
+  /// The same for records(): it changes whenever a record is added or
+  /// removed, so that pointers to its entries stay valid while it does not.
+  uint64_t recordsStamp() const { return recordsStamp_.value; }
   const std::map<int, ModelRecord> &records() const { return records_; }
   const std::map<std::string, ModelDevice> &devices() const { return devices_; }
   const std::map<std::string, ModelLocation> &locations() const {
@@ -259,6 +262,7 @@ private:
   std::map<std::string, ModelTensor> tensors_;
   UniqueStamp namesStamp_;
   std::map<int, ModelRecord> records_;
+  UniqueStamp recordsStamp_;
   int nextRecord_ = 0;
   std::map<std::string, ModelDevice> devices_;
   std::map<std::string, ModelLocation> locations_;
