@@ -44,7 +44,9 @@ public:
     if (it == ranges_.begin())
       return false;
     --it;
-    return start >= it->first && bytes <= it->second.end - start;
+    // start may lie past the end of the range just below it.
+    return start >= it->first && start < it->second.end &&
+           bytes <= it->second.end - start;
   }
 
 private:

@@ -11,6 +11,7 @@
 #include "OpenCLTestSupport.h"
 
 #include "DeviceBlockPool.h"
+#include "PinnedHostMemory.h"
 
 #include "drt/SyncTransfer.h"
 #include "drt/Violation.h"
@@ -338,6 +339,21 @@ TEST_P(OpenCLPinnedTensors, FollowTheResidencyRulesWithoutAStagingCopy) {
   p.mutableHostData<int32_t>()[0] = -1;
   EXPECT_EQ(p.residencySnapshot().state, ResidencyState::Host);
   EXPECT_EQ(device_->usedMemory(), 0u);
+}
+
+TEST_P(OpenCLPinnedTensors, OnlyTheirOwnBytesCountAsPinned) {
+  Expected<std::shared_ptr<HostMemory>> memory = device_->pinnedHostMemory();
+  ASSERT_TRUE(memory.hasValue());
+  Expected<Tensor> made =
+      Tensor::create(Type{ElemKind::UInt8, {4096}}, "p", *memory);
+  ASSERT_TRUE(made.hasValue());
+  const std::byte *data = made->hostBytes().data();
+  EXPECT_TRUE(isPinnedHostMemory(data, 4096));
+  EXPECT_TRUE(isPinnedHostMemory(data + 4092, 4));
+  EXPECT_FALSE(isPinnedHostMemory(data + (1 << 20), 4))
+      << "an address past the end of the pinned block below it";
+  std::vector<std::byte> pageable(4096);
+  EXPECT_FALSE(isPinnedHostMemory(pageable.data(), pageable.size()));
 }
 
 TEST_P(OpenCLPinnedTensors, OutliveTheirDevice) {
