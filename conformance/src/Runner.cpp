@@ -395,7 +395,6 @@ public:
       host_.device(index).shutdown();
     contexts_.clear();
     tensors_.clear();
-    ++tensorNamesChanges_;
   }
 
   const std::string &backend() const { return backend_; }
@@ -952,8 +951,7 @@ private:
   /// stamp and this session's count of such changes), so that a sweep
   /// between such steps does not walk both maps and compare their names.
   std::optional<Difference> pairByName(const Model &model) {
-    if (pairedModel_ == &model &&
-        pairedModelStamp_ == model.tensorNamesStamp() &&
+    if (pairedModelStamp_ == model.tensorNamesStamp() &&
         pairedChanges_ == tensorNamesChanges_) {
       for (TensorPair &p : pairs_) {
         p.observed = p.slot->get();
@@ -961,7 +959,7 @@ private:
       }
       return std::nullopt;
     }
-    pairedModel_ = nullptr;
+    pairedModelStamp_ = 0;
     pairs_.clear();
     auto expected = model.tensors().begin();
     auto observed = tensors_.begin();
@@ -982,7 +980,6 @@ private:
       return Difference{"tensor '" + observed->first + "'", "not to exist",
                         "exists"};
     }
-    pairedModel_ = &model;
     pairedModelStamp_ = model.tensorNamesStamp();
     pairedChanges_ = tensorNamesChanges_;
     return std::nullopt;
@@ -992,8 +989,7 @@ private:
   /// looked up again only for a pair whose record number changed, or when
   /// the model added or removed a record since the last call.
   void findRecords(const Model &model) {
-    bool kept =
-        recordsModel_ == &model && recordsStamp_ == model.recordsStamp();
+    bool kept = recordsStamp_ == model.recordsStamp();
     for (TensorPair &p : pairs_) {
       if (p.expected->empty()) {
         p.record = nullptr;
@@ -1004,7 +1000,6 @@ private:
         p.recordId = p.expected->record;
       }
     }
-    recordsModel_ = &model;
     recordsStamp_ = model.recordsStamp();
   }
 
@@ -1263,11 +1258,10 @@ private:
   std::vector<Keyed> keyed_;
   std::vector<size_t> modelLeader_, backendLeader_;
   std::vector<uintptr_t> modelKeys_, backendKeys_;
-  /// What the records of pairs_ were found in (findRecords).
-  const Model *recordsModel_ = nullptr;
+  /// The records stamp of the model pairs_ found its records in
+  /// (findRecords), and the names stamp of the one it was built from
+  /// (pairByName; 0: none). A stamp names one model object.
   uint64_t recordsStamp_ = 0;
-  /// What pairs_ was built from (pairByName).
-  const Model *pairedModel_ = nullptr;
   uint64_t pairedModelStamp_ = 0;
   uint64_t pairedChanges_ = 0;
   /// Counts the names added to and removed from tensors_.

@@ -1,6 +1,8 @@
 //===- Scenario.cpp - Residency scenarios ---------------------------------===//
 #include "drt/conformance/Scenario.h"
 
+#include "drt/conformance/ChoiceSource.h"
+
 #include "ElementArithmetic.h"
 
 #include <algorithm>
@@ -218,11 +220,9 @@ size_t kindIndex(ElemKind kind) {
   return 0;
 }
 
-/// splitmix64's output function: spreads a counter over all 64 bits.
-uint64_t mix(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111eb;
-  return z ^ (z >> 31);
+/// Element \p i of the random value class's \p variant.
+uint64_t randomBits(uint64_t variant, uint64_t i) {
+  return mix64(variant * 0x9e3779b97f4a7c15 + mix64(i + 1));
 }
 
 /// Small exact values: the patterns stored scenarios use, unchanged for f32,
@@ -264,7 +264,7 @@ uint64_t elementBits(ElemKind kind, uint64_t pattern, uint64_t i) {
     list = &Rounding;
     break;
   case RandomTag:
-    return mix(variant * 0x9e3779b97f4a7c15 + mix(i + 1));
+    return randomBits(variant, i);
   default:
     return smallExactBits(kind, pattern, i);
   }
@@ -351,16 +351,16 @@ void fillPattern(ElemKind kind, uint64_t pattern, size_t firstElement,
     // The patterns that do not repeat, with their class decided once rather
     // than per element.
     if (pattern / ValueClassBase == RandomTag) {
-      uint64_t base = (pattern % ValueClassBase) * 0x9e3779b97f4a7c15;
+      uint64_t variant = pattern % ValueClassBase;
       writeElements(size, out, firstElement,
-                    [&](uint64_t i) { return mix(base + mix(i + 1)); });
+                    [&](uint64_t i) { return randomBits(variant, i); });
     } else if (kind == ElemKind::Int32) {
       writeElements<4>(out, firstElement, [&](uint64_t i) {
-        return uint64_t(uint32_t(i * 2654435761u + pattern * 40503u));
+        return smallExactBits(ElemKind::Int32, pattern, i);
       });
     } else if (kind == ElemKind::Int64) {
       writeElements<8>(out, firstElement, [&](uint64_t i) {
-        return i * 0x9E3779B97F4A7C15ull + pattern;
+        return smallExactBits(ElemKind::Int64, pattern, i);
       });
     } else {
       writeElements(size, out, firstElement,

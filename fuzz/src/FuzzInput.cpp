@@ -63,7 +63,20 @@ FuzzSetup setupFromEnvironment(Target target) {
     setup.maxLiveBytes = number(n);
   if (const char *n = std::getenv("DRT_FUZZ_MAX_LARGE_LIVE_BYTES"); n && *n)
     setup.maxLargeLiveBytes = number(n);
-  if (const char *p = std::getenv("DRT_FUZZ_DEVICE_PARAMS")) {
+  const char *p = std::getenv("DRT_FUZZ_DEVICE_PARAMS");
+  if (!p) {
+    // Simulated delays off on every backend the inputs may create devices
+    // of that has them: the one under test (a mutant:NAME backend reads
+    // only keys qualified by its own name), its partner, and the fake
+    // device of families with a reference device.
+    setup.deviceParameters.clear();
+    for (const std::string &name :
+         {setup.backend, setup.against, std::string("fake")})
+      if (const BackendInfo *info = BackendRegistry::instance().find(name))
+        for (const BackendParameter &parameter : info->parameters)
+          if (parameter.name == "max-delay-us")
+            setup.deviceParameters[name + ":max-delay-us"] = "0";
+  } else {
     setup.deviceParameters.clear();
     std::string_view text = p;
     while (!text.empty()) {
@@ -106,24 +119,9 @@ std::string setupProblem(const FuzzSetup &setup) {
   return "";
 }
 
-namespace {
-
-/// splitmix64's output function.
-uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111eb;
-  return z ^ (z >> 31);
-}
-
-} // namespace
-
 uint64_t generatorNameHash(std::string_view family,
                            std::string_view configuration) {
-  uint64_t h = 0xcbf29ce484222325; // FNV-1a
-  for (std::string_view part : {family, std::string_view("\n"), configuration})
-    for (char c : part)
-      h = (h ^ uint8_t(c)) * 0x100000001b3;
-  return h;
+  return fnv1a(configuration, fnv1a("\n", fnv1a(family)));
 }
 
 size_t slotOwner(std::span<const uint64_t> nameHashes, uint64_t slot) {
@@ -155,20 +153,14 @@ struct FamilyGenerator {
   /// creates on the backend under test.
   ParameterMap parameters;
   ScenarioGenerator generator;
-  /// A hash of the family's and the configuration's names (slotOwner).
-  uint64_t nameHash = 0;
 };
 
-/// The generator that owns \p slot (slotOwner over their names' hashes).
-const FamilyGenerator &
-generatorForSlot(const std::vector<FamilyGenerator> &generators,
-                 uint64_t slot) {
-  std::vector<uint64_t> hashes;
-  hashes.reserve(generators.size());
-  for (const FamilyGenerator &g : generators)
-    hashes.push_back(g.nameHash);
-  return generators[slotOwner(hashes, slot)];
-}
+/// A setup's generators, and the hashes of their names (slotOwner) in the
+/// same order.
+struct SetupGenerators {
+  std::vector<FamilyGenerator> generators;
+  std::vector<uint64_t> nameHashes;
+};
 
 /// The generators of every (family, configuration) pair that runs on \p
 /// setup's backends, as a conformance run sweeps them: the configurations
@@ -177,10 +169,10 @@ generatorForSlot(const std::vector<FamilyGenerator> &generators,
 /// its own, whatever they are). Built
 /// once per setup (a profile costs more to build than a short input costs
 /// to decode), their live bytes bounded by the setup.
-const std::vector<FamilyGenerator> &generatorsFor(const FuzzSetup &setup) {
+const SetupGenerators &generatorsFor(const FuzzSetup &setup) {
   using Key = std::tuple<std::string, std::string, uint64_t, uint64_t>;
   static std::mutex mutex;
-  static std::map<Key, std::vector<FamilyGenerator>> cache;
+  static std::map<Key, SetupGenerators> cache;
   std::lock_guard<std::mutex> lock(mutex);
   Key key{setup.backend, setup.against, setup.maxLiveBytes,
           setup.maxLargeLiveBytes};
@@ -188,7 +180,7 @@ const std::vector<FamilyGenerator> &generatorsFor(const FuzzSetup &setup) {
   if (it != cache.end())
     return it->second;
   BackendRegistry &registry = BackendRegistry::instance();
-  std::vector<FamilyGenerator> generators;
+  SetupGenerators out;
   auto configurations = registry.configurationsToTest(setup.backend);
   if (!configurations) {
     (void)configurations.takeError();
@@ -208,13 +200,13 @@ const std::vector<FamilyGenerator> &generatorsFor(const FuzzSetup &setup) {
           std::min(profile.space.maxLiveBytes, family.aboutLargeTensors
                                                    ? setup.maxLargeLiveBytes
                                                    : setup.maxLiveBytes);
-      generators.push_back(
-          {family.name, configuration,
-           ScenarioGenerator(std::move(profile), *caps),
-           generatorNameHash(family.name, configurationName(configuration))});
+      out.generators.push_back({family.name, configuration,
+                                ScenarioGenerator(std::move(profile), *caps)});
+      out.nameHashes.push_back(
+          generatorNameHash(family.name, configurationName(configuration)));
     }
   }
-  return cache.emplace(key, std::move(generators)).first->second;
+  return cache.emplace(key, std::move(out)).first->second;
 }
 
 /// The parameter names a text input may set on its devices: those the
@@ -346,13 +338,13 @@ decodeInput(std::span<const uint8_t> input, const FuzzSetup &setup) {
         std::string_view(reinterpret_cast<const char *>(input.data()),
                          input.size()),
         setup);
-  const std::vector<FamilyGenerator> &generators = generatorsFor(setup);
-  if (generators.empty())
+  const SetupGenerators &generators = generatorsFor(setup);
+  if (generators.generators.empty())
     return Rejection{"no property family runs on backend '" + setup.backend +
                      "'"};
   ByteChoiceSource choices(input);
-  const FamilyGenerator &chosen =
-      generatorForSlot(generators, choices.below(GeneratorSlots));
+  const FamilyGenerator &chosen = generators.generators[slotOwner(
+      generators.nameHashes, choices.below(GeneratorSlots))];
   DecodedInput out;
   out.family = chosen.family;
   out.configuration = configurationName(chosen.parameters);

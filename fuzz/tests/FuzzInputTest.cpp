@@ -338,6 +338,10 @@ TEST(SetupFromEnvironment, TargetsAndOverrides) {
   FuzzSetup s = setupFromEnvironment(Target::Residency);
   EXPECT_EQ(s.backend, "mutant:double-free");
   EXPECT_EQ(s.maxCommands, 16u);
+  EXPECT_EQ(s.deviceParameters.count("mutant:double-free:max-delay-us"), 1u)
+      << "a mutant backend reads only keys qualified by its own name";
+  EXPECT_EQ(s.deviceParameters.count("fake:max-delay-us"), 1u)
+      << "the reference devices of some families are fake devices";
   EXPECT_EQ(setupProblem(s), "");
   setenv("DRT_FUZZ_MAX_COMMANDS", "many", 1);
   EXPECT_NE(setupProblem(setupFromEnvironment(Target::Residency)), "");

@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <vector>
 
 namespace drt::conformance {
@@ -38,17 +39,28 @@ public:
   }
 };
 
+/// SplitMix64's output function: spreads a counter over all 64 bits.
+inline uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+/// FNV-1a over \p text, continuing from \p hash (the offset basis when
+/// starting).
+inline uint64_t fnv1a(std::string_view text,
+                      uint64_t hash = 14695981039346656037ull) {
+  for (char c : text)
+    hash = (hash ^ uint8_t(c)) * 1099511628211ull;
+  return hash;
+}
+
 /// A small deterministic random source (SplitMix64).
 class RandomSource final : public ChoiceSource {
 public:
   explicit RandomSource(uint64_t seed) : state_(seed) {}
   /// The next 64 random bits.
-  uint64_t next() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
+  uint64_t next() { return mix64(state_ += 0x9E3779B97F4A7C15ull); }
   uint64_t below(uint64_t n) override { return n ? next() % n : 0; }
 
 private:

@@ -91,7 +91,10 @@ struct FuzzSetup {
 /// DRT_FUZZ_BACKEND, DRT_FUZZ_AGAINST, DRT_FUZZ_MAX_COMMANDS,
 /// DRT_FUZZ_MAX_LIVE_BYTES, DRT_FUZZ_MAX_LARGE_LIVE_BYTES and
 /// DRT_FUZZ_DEVICE_PARAMS ("backend:key=value,...", replacing the default
-/// device parameters; empty for none).
+/// device parameters; empty for none). Without that variable, the default
+/// sets max-delay-us=0 on every backend the inputs may use (the one under
+/// test, a mutant:NAME included, its partner, the fake device) that
+/// declares it.
 FuzzSetup setupFromEnvironment(Target target);
 
 /// Why \p setup cannot run: an unregistered backend, a command limit of 0,
