@@ -142,6 +142,8 @@ void list() {
         std::cout << "; tested:";
         for (const std::string &v : p.testValues)
           std::cout << " " << v;
+        if (!p.testedWith.empty())
+          std::cout << " (with " << configurationName(p.testedWith) << ")";
       }
       std::cout << "\n";
     }

@@ -218,9 +218,22 @@ BackendRegistry::configurationsToTest(const std::string &name,
   for (const BackendParameter &p : find(name)->parameters) {
     if (base.count(p.name))
       continue;
+    bool contradicted = false;
+    for (const auto &[key, value] : p.testedWith)
+      if (auto it = base.find(key); it != base.end() && it->second != value)
+        contradicted = true;
+    if (contradicted)
+      continue;
     for (size_t v = 1; v < p.testValues.size(); ++v) {
       ParameterMap config = base;
+      config.insert(p.testedWith.begin(), p.testedWith.end());
       config[p.name] = p.testValues[v];
+      if (!p.testedWith.empty())
+        if (auto caps = capabilitiesFor(name, config); !caps)
+          return makeError(ErrorCode::InvalidArgument,
+                           "backend '" + name + "': parameter '" + p.name +
+                               "' is tested with parameters it cannot have: " +
+                               caps.takeError().message());
       out.push_back(std::move(config));
     }
   }

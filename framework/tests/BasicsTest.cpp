@@ -252,6 +252,57 @@ TEST(BackendRegistry, ConfigurationsToTestCoverEveryValueOneFactorAtATime) {
             std::string::npos);
 }
 
+/// A backend with a parameter that matters only with another one set.
+const std::string &dependentBackend() {
+  static const std::string name = [] {
+    BackendInfo b{"basics-test-dependent", "declares a dependent parameter",
+                  Capabilities{},
+                  [](const DeviceConfig &) -> std::unique_ptr<DeviceManager> {
+                    return nullptr;
+                  },
+                  true};
+    BackendParameter chunk =
+        BackendParameter::unsignedInRange("chunk", 8, 1, 64, "a chunk", {2});
+    chunk.testedWith = {{"staged", "1"}};
+    BackendParameter broken =
+        BackendParameter::unsignedInRange("broken", 1, 1, 2, "", {2});
+    b.parameters = {BackendParameter::boolean("staged", false, "stages"),
+                    chunk};
+    BackendRegistry::instance().add(b);
+    broken.testedWith = {{"staged", "maybe"}};
+    b.name = "basics-test-broken";
+    b.parameters.push_back(broken);
+    BackendRegistry::instance().add(b);
+    return std::string("basics-test-dependent");
+  }();
+  return name;
+}
+
+TEST(BackendRegistry, AParameterIsTestedWithTheSettingsItNeeds) {
+  BackendRegistry &registry = BackendRegistry::instance();
+  const std::string &name = dependentBackend();
+  auto all = registry.configurationsToTest(name);
+  ASSERT_TRUE(all);
+  EXPECT_EQ(*all,
+            (std::vector<ParameterMap>{
+                {}, {{"staged", "1"}}, {{"chunk", "2"}, {"staged", "1"}}}));
+  auto staged = registry.configurationsToTest(name, {{"staged", "1"}});
+  ASSERT_TRUE(staged);
+  EXPECT_EQ(*staged,
+            (std::vector<ParameterMap>{{{"staged", "1"}},
+                                       {{"chunk", "2"}, {"staged", "1"}}}));
+  // Staging fixed off: a chunk size would test nothing.
+  auto unstaged = registry.configurationsToTest(name, {{"staged", "0"}});
+  ASSERT_TRUE(unstaged);
+  EXPECT_EQ(*unstaged, (std::vector<ParameterMap>{{{"staged", "0"}}}));
+  Error bad = registry.configurationsToTest("basics-test-broken").takeError();
+  EXPECT_EQ(bad.code(), ErrorCode::InvalidArgument);
+  EXPECT_NE(bad.message().find("parameter 'broken' is tested with"),
+            std::string::npos)
+      << bad.message();
+  EXPECT_NE(bad.message().find("'staged'"), std::string::npos) << bad.message();
+}
+
 TEST(Violation, ThrowingHandlerThrowsAndRestores) {
   {
     ScopedThrowingViolationHandler handler;

@@ -527,13 +527,16 @@ const std::vector<BackendParameter> &openCLParameters() {
         "share the context and kernel program of the device's other "
         "managers in the process; 0 creates and builds its own");
     sharedContext.scope = BackendParameter::Scope::BetweenDevices;
-    // Only pinned-staging=1 reads it, so sweeping it on its own would test
-    // nothing; the backend's tests take transfers through several chunks.
+    // Only pinned-staging=1 reads it. Tested at its smallest, where most
+    // transfers take many chunks through the two buffers in turn and end
+    // with a partial one.
     BackendParameter stagingChunk = BackendParameter::unsignedInRange(
         "staging-chunk-bytes", uint64_t(4) << 20, 4096, uint64_t(1) << 30,
         "bytes of each pinned staging buffer: a staged transfer moves in "
-        "chunks of it, copying one while the driver moves the one before");
+        "chunks of it, copying one while the driver moves the one before",
+        {4096});
     stagingChunk.powerOfTwo = true;
+    stagingChunk.testedWith = {{"pinned-staging", "1"}};
     return std::vector<BackendParameter>{
         BackendParameter::text(
             "platform", "index or case-insensitive name substring of the "
@@ -556,11 +559,14 @@ const std::vector<BackendParameter> &openCLParameters() {
             "CALL:NTH:STATUS[,...] (clCreateBuffer:2:CL_OUT_OF_RESOURCES); "
             "for testing error paths"),
         stagingChunk,
+        // Tested off, and small enough that blocks are given back to the
+        // driver while others stay cached.
         BackendParameter::unsignedInRange(
             "memory-pool-bytes", uint64_t(1) << 30, 0,
             std::numeric_limits<uint64_t>::max(),
             "most bytes of freed device blocks kept for reuse without a "
-            "driver call (0: every free releases its cl_mem)"),
+            "driver call (0: every free releases its cl_mem)",
+            {0, 65536}),
     };
   }();
   return parameters;

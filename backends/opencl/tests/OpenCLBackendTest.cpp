@@ -139,7 +139,18 @@ TEST(OpenCLBackend, DeclaresItsParametersAndTheConfigurationsToTest) {
   ASSERT_TRUE(configurations);
   EXPECT_EQ(*configurations,
             (std::vector<ParameterMap>{
-                {}, {{"pinned-staging", "1"}}, {{"shared-context", "0"}}}));
+                {},
+                {{"pinned-staging", "1"}},
+                {{"shared-context", "0"}},
+                {{"pinned-staging", "1"}, {"staging-chunk-bytes", "4096"}},
+                {{"memory-pool-bytes", "0"}},
+                {{"memory-pool-bytes", "65536"}}}));
+  // A fixed setting that turns staging off leaves the chunk size untested.
+  auto unstaged = BackendRegistry::instance().configurationsToTest(
+      "opencl", {{"pinned-staging", "0"}});
+  ASSERT_TRUE(unstaged);
+  for (const ParameterMap &c : *unstaged)
+    EXPECT_EQ(c.count("staging-chunk-bytes"), 0u);
   auto caps = BackendRegistry::instance().capabilitiesFor(
       "opencl", {{"pinned-staging", "1"}});
   ASSERT_TRUE(caps);

@@ -55,6 +55,10 @@ struct BackendParameter {
   /// The values a conformance run tests, the default first; a parameter with
   /// one value is not swept.
   std::vector<std::string> testValues;
+  /// Other parameters set alongside each non-default test value, for a
+  /// parameter that matters only with them (a staging chunk size is tested
+  /// with staging on): key to value.
+  ParameterMap testedWith;
   /// Unsigned: the smallest and largest value accepted.
   uint64_t minimum = 0;
   uint64_t maximum = std::numeric_limits<uint64_t>::max();
@@ -176,7 +180,11 @@ public:
   /// non-default test value with every other parameter at its default. So
   /// every test value of every parameter appears, a failure points at one
   /// parameter, and the count grows with the sum of the test values rather
-  /// than their product.
+  /// than their product. A parameter's testedWith settings join each of
+  /// its non-default values' configurations; a value whose testedWith a
+  /// \p fixed parameter contradicts would test nothing and is left out. A
+  /// testedWith that names an undeclared parameter or a bad value is
+  /// InvalidArgument naming both parameters.
   Expected<std::vector<ParameterMap>>
   configurationsToTest(const std::string &name,
                        const ParameterMap &fixed = {}) const;
