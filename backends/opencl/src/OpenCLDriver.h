@@ -3,7 +3,8 @@
 // Every OpenCL entry point the backend calls goes through an OpenCLDriver:
 // one member per entry point, with the entry point's signature. A driver
 // counts the calls of each kind and, where a DriverFault is planned, makes
-// the planned call fail with its status instead of calling OpenCL, so that
+// the planned call fail with its status instead of calling OpenCL (a release
+// call releases all the same, then fails), so that
 // a test (or the suite's inject-fault, or the `driver-faults` parameter)
 // drives the backend's own error paths with what a real driver returns.
 // The fast path, with no fault planned, is one relaxed atomic load and one
@@ -50,6 +51,19 @@ public:
       return status;
     }
     return std::nullopt;
+  }
+
+  /// Counts one call of the release \p call and makes it with \p release,
+  /// which a planned fault does not prevent: the backend sees the planned
+  /// status, and the object is released all the same. A test that plans
+  /// hundreds of failures in one process would otherwise pile up driver
+  /// objects (an event or a buffer keeps its context alive), and NVIDIA's
+  /// driver refuses new contexts after a few hundred of them.
+  template <typename Release>
+  cl_int releasing(OpenCLCall call, Release release) {
+    std::optional<cl_int> status = strike(call);
+    cl_int rc = release();
+    return status ? *status : rc;
   }
 
   /// Device-to-device copies enqueued so far (see enqueueCopyBuffer).
@@ -101,9 +115,8 @@ public:
     return clRetainContext(c);
   }
   cl_int releaseContext(cl_context c) {
-    if (auto st = strike(OpenCLCall::ReleaseContext))
-      return *st;
-    return clReleaseContext(c);
+    return releasing(OpenCLCall::ReleaseContext,
+                     [&] { return clReleaseContext(c); });
   }
   cl_command_queue createCommandQueue(cl_context c, cl_device_id d,
                                       cl_int *rc) {
@@ -112,9 +125,8 @@ public:
     return clCreateCommandQueue(c, d, 0, rc);
   }
   cl_int releaseCommandQueue(cl_command_queue q) {
-    if (auto st = strike(OpenCLCall::ReleaseCommandQueue))
-      return *st;
-    return clReleaseCommandQueue(q);
+    return releasing(OpenCLCall::ReleaseCommandQueue,
+                     [&] { return clReleaseCommandQueue(q); });
   }
   cl_program createProgramWithSource(cl_context c, const char *source,
                                      cl_int *rc) {
@@ -140,9 +152,8 @@ public:
     return clRetainProgram(p);
   }
   cl_int releaseProgram(cl_program p) {
-    if (auto st = strike(OpenCLCall::ReleaseProgram))
-      return *st;
-    return clReleaseProgram(p);
+    return releasing(OpenCLCall::ReleaseProgram,
+                     [&] { return clReleaseProgram(p); });
   }
   cl_kernel createKernel(cl_program p, const char *name, cl_int *rc) {
     if (auto st = strike(OpenCLCall::CreateKernel))
@@ -150,9 +161,8 @@ public:
     return clCreateKernel(p, name, rc);
   }
   cl_int releaseKernel(cl_kernel k) {
-    if (auto st = strike(OpenCLCall::ReleaseKernel))
-      return *st;
-    return clReleaseKernel(k);
+    return releasing(OpenCLCall::ReleaseKernel,
+                     [&] { return clReleaseKernel(k); });
   }
   cl_int setKernelArg(cl_kernel k, cl_uint index, size_t size,
                       const void *value) {
@@ -172,9 +182,8 @@ public:
     return clRetainMemObject(m);
   }
   cl_int releaseMemObject(cl_mem m) {
-    if (auto st = strike(OpenCLCall::ReleaseMemObject))
-      return *st;
-    return clReleaseMemObject(m);
+    return releasing(OpenCLCall::ReleaseMemObject,
+                     [&] { return clReleaseMemObject(m); });
   }
   cl_int enqueueWriteBuffer(cl_command_queue q, cl_mem m, cl_bool blocking,
                             size_t offset, size_t size, const void *src,
@@ -246,9 +255,8 @@ public:
     return clGetEventInfo(event, what, size, value, nullptr);
   }
   cl_int releaseEvent(cl_event event) {
-    if (auto st = strike(OpenCLCall::ReleaseEvent))
-      return *st;
-    return clReleaseEvent(event);
+    return releasing(OpenCLCall::ReleaseEvent,
+                     [&] { return clReleaseEvent(event); });
   }
 
 private:
