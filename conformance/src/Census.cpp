@@ -53,7 +53,9 @@ void Census::addScenario(const Scenario &scenario, const InputSpace &space) {
       ++counts["element kind"][std::string(elemKindName(c.elemKind))];
       ++counts["value class"][valueClassName(c.pattern)];
       ++counts["rank"][std::to_string(c.dims.size())];
-      ++counts["host storage"][c.device.empty() ? "pageable" : "pinned"];
+      // What the scenario asks for; what the device gave is counted from
+      // the run (addRun).
+      ++counts["host storage asked"][c.device.empty() ? "pageable" : "pinned"];
       largestTensorBytes = std::max(largestTensorBytes, bytes);
       break;
     }
@@ -113,6 +115,11 @@ void Census::addRun(const RunResult &run) {
       counts["command at a state"][label] += uint64_t(n);
     else if (label.rfind("fault-struck-", 0) == 0)
       counts["fault struck"][label.substr(13)] += uint64_t(n);
+    else if (label == "create-pinned")
+      counts["pinned storage asked for"]["granted"] += uint64_t(n);
+    else if (label == "create-pinned-fell-back-to-pageable")
+      counts["pinned storage asked for"]["pageable: the device has none"] +=
+          uint64_t(n);
   }
   for (const auto &[device, n] : run.allocations)
     mostAllocationsOnOneDevice =

@@ -877,32 +877,39 @@ void ScenarioGenerator::addParallelBlock(Scenario &s, Model &model,
   for (const auto &[name, t] : model.tensors())
     if (!t.empty() && !t.isView)
       owners.push_back(name);
-  if (owners.empty())
+  // A block tests something parallel only with two branches or more, and a
+  // branch needs a view of each shared record and a command: the room left
+  // decides how many records are shared and how many branches there can be.
+  size_t room = steps > s.commands.size() ? steps - s.commands.size() : 0;
+  size_t sharedCount = std::min<size_t>(2, owners.size());
+  while (sharedCount > 1 && room < 2 * (sharedCount + 1))
+    --sharedCount;
+  if (sharedCount == 0 || room < 2 * (sharedCount + 1))
     return;
   std::vector<std::string> shared;
-  for (int k = 0; k < 2 && !owners.empty(); ++k) {
+  for (size_t k = 0; k < sharedCount; ++k) {
     size_t i = rng.below(owners.size());
     shared.push_back(owners[i]);
     owners.erase(owners.begin() + ptrdiff_t(i));
   }
-  int branches = int(rng.between(
-      2, uint64_t(std::min(profile_.parallelBranches, MaxBranches))));
-  std::vector<std::vector<std::string>> views(static_cast<size_t>(branches));
-  for (int b = 1; b <= branches; ++b)
+  size_t fit =
+      std::min(size_t(std::min(profile_.parallelBranches, MaxBranches)),
+               room / (sharedCount + 1));
+  size_t branches = size_t(rng.between(2, fit));
+  std::vector<std::vector<std::string>> views(branches);
+  for (size_t b = 1; b <= branches; ++b)
     for (const std::string &owner : shared) {
-      if (s.commands.size() + 1 >= steps)
-        break;
       const ModelTensor &t = *model.tensor(owner);
       Command v;
       v.kind = CommandKind::View;
       v.target = owner + "_" + std::to_string(b);
+      while (model.tensor(v.target))
+        v.target += "_";
       v.source = owner;
       v.dims = t.dims;
-      if (model.tensor(v.target))
-        continue;
       v.expect = model.apply(v).outcome;
       s.commands.push_back(v);
-      views[size_t(b - 1)].push_back(v.target);
+      views[b - 1].push_back(v.target);
     }
   std::vector<std::string> devices;
   for (const auto &[name, d] : model.devices())
@@ -913,15 +920,16 @@ void ScenarioGenerator::addParallelBlock(Scenario &s, Model &model,
        {CommandKind::Read, 2},
        {CommandKind::Refill, 2},
        {CommandKind::Release, 1}}};
-  for (int b = 1; b <= branches; ++b) {
-    if (views[size_t(b - 1)].empty())
-      continue;
-    size_t length = size_t(rng.between(1, profile_.branchLength));
-    for (size_t k = 0; k < length && s.commands.size() < steps; ++k) {
+  unsigned total = 0;
+  for (const auto &[kind, weight] : Kinds)
+    total += weight;
+  for (size_t b = 1; b <= branches; ++b) {
+    // Every later branch keeps room for its one command.
+    size_t left = steps - s.commands.size() - (branches - b);
+    size_t length =
+        std::min(size_t(rng.between(1, profile_.branchLength)), left);
+    for (size_t k = 0; k < length; ++k) {
       Command c;
-      unsigned total = 0;
-      for (const auto &[kind, weight] : Kinds)
-        total += weight;
       unsigned at = unsigned(rng.below(total));
       for (const auto &[kind, weight] : Kinds) {
         if (at < weight) {
@@ -930,11 +938,25 @@ void ScenarioGenerator::addParallelBlock(Scenario &s, Model &model,
         }
         at -= weight;
       }
-      c.branch = b;
-      c.target = views[size_t(b - 1)][rng.below(views[size_t(b - 1)].size())];
-      c.device = devices[rng.below(devices.size())];
-      c.release = rng.percent(50);
-      c.pattern = 1 + rng.below(200);
+      c.branch = int(b);
+      c.target = views[b - 1][rng.below(views[b - 1].size())];
+      // Only the fields the command's kind has: what is printed is then the
+      // whole command, and no other kind's field holds on to a device.
+      switch (c.kind) {
+      case CommandKind::ToDevice:
+      case CommandKind::Release:
+        c.device = devices[rng.below(devices.size())];
+        break;
+      case CommandKind::FromDevice:
+        c.device = devices[rng.below(devices.size())];
+        c.release = rng.percent(50);
+        break;
+      case CommandKind::Refill:
+        c.pattern = 1 + rng.below(200);
+        break;
+      default:
+        break;
+      }
       s.commands.push_back(c);
     }
   }

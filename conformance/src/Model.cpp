@@ -987,6 +987,11 @@ ModelStep Model::apply(const Command &c) {
   return step;
 }
 
+bool Model::transferPendingOn(const std::string &name) const {
+  const ModelTensor *t = tensor(name);
+  return t && !t->empty() && pendingRecords_.count(t->record);
+}
+
 void Model::teardown() {
   Step ignored;
   for (auto &[name, l] : locations_)
@@ -1016,7 +1021,7 @@ bool commandFitsModel(const Command &c, const Model &model) {
   };
   switch (c.kind) {
   case CommandKind::Create:
-    return !has(c.target);
+    return !has(c.target) && (c.device.empty() || hasDevice(c.device));
   case CommandKind::View:
   case CommandKind::Clone:
   case CommandKind::MoveConstruct:

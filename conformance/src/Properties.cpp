@@ -592,7 +592,7 @@ void finishFailure(Row &row, const PropertyFamily &family,
           if (r.passed())
             continue;
           // A candidate the harness refuses is no smaller failure.
-          if (r.setupError.rfind("malformed scenario", 0) == 0)
+          if (r.setupFailure == RunResult::SetupFailure::MalformedScenario)
             return false;
           // The last candidate that fails is the minimal scenario.
           row.failure =

@@ -232,9 +232,20 @@ int run(int argc, char **argv, const ProgramSettings &settings) {
     options.trace = [](const std::string &line) { std::cout << line << "\n"; };
   RunResult result = runScenario(scenario, options);
   long runs = 1;
+  // Runs that left something uncompared, and the first thing they did.
+  long partial = 0;
+  std::string uncompared;
+  auto note = [&] {
+    if (result.notCompared.empty())
+      return;
+    if (partial++ == 0)
+      uncompared = result.notCompared.front();
+  };
+  note();
   while (runs < repeat && result.passed()) {
     result = runScenario(scenario, options);
     ++runs;
+    note();
   }
   if (!result.setupError.empty()) {
     std::cerr << program << ": " << file << " on " << where << ": "
@@ -253,6 +264,9 @@ int run(int argc, char **argv, const ProgramSettings &settings) {
             << " steps"
             << (repeat > 1 ? ", " + std::to_string(runs) + " runs" : "")
             << ")\n";
+  if (partial)
+    std::cout << "  not compared in " << partial << " of " << runs
+              << " run(s): " << uncompared << "\n";
   return 0;
 }
 

@@ -4,6 +4,7 @@
 #include "drt/conformance/Configuration.h"
 #include "drt/conformance/Model.h"
 #include "drt/conformance/ScenarioText.h"
+#include "drt/fake/FakeDevice.h"
 
 #include <gtest/gtest.h>
 
@@ -23,15 +24,63 @@ Scenario parse(const std::string &text) {
   return std::get<Scenario>(r);
 }
 
-RunResult run(const std::string &text, const std::string &backend = "fake",
-              const std::string &against = "",
-              unsigned callbackTimeoutMs = RunOptions().callbackTimeoutMs) {
+RunResult
+run(const std::string &text, const std::string &backend = "fake",
+    const std::string &against = "",
+    unsigned callbackTimeoutMs = RunOptions().callbackTimeoutMs,
+    unsigned linearizabilityBudgetMs = RunOptions().linearizabilityBudgetMs) {
   RunOptions options;
   options.backend = backend;
   options.against = against;
   options.callbackTimeoutMs = callbackTimeoutMs;
+  options.linearizabilityBudgetMs = linearizabilityBudgetMs;
   return runScenario(parse(text), options);
 }
+
+/// Registers, once, a test backend: the fake device as \p Device changes
+/// it, under \p name.
+template <typename Device> const std::string &testBackend(std::string name) {
+  static const std::string registered = [&] {
+    BackendInfo info = fake::fakeBackendInfo();
+    info.name = std::move(name);
+    info.factory =
+        [](const DeviceConfig &config) -> std::unique_ptr<DeviceManager> {
+      return std::make_unique<Device>(config);
+    };
+    info.testOnly = true;
+    BackendRegistry::instance().add(info);
+    return info.name;
+  }();
+  return registered;
+}
+
+/// A device whose pinned memory cannot be made (a driver failure, not the
+/// absence of pinned memory).
+class PinnedMemoryFails final : public fake::FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+  ~PinnedMemoryFails() override { shutdown(); }
+  Expected<std::shared_ptr<HostMemory>> pinnedHostMemory() override {
+    return makeError(ErrorCode::DeviceError,
+                     "pinnedHostMemory: the driver refused the mapping");
+  }
+};
+
+/// A device whose copies from the device complete twice.
+class ReadBackCompletesTwice final : public fake::FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+  ~ReadBackCompletesTwice() override { shutdown(); }
+
+protected:
+  void copyFromDevice(DeviceLocation src, std::byte *dst, uint64_t bytes,
+                      CompletionCallback done) override {
+    FakeDevice::copyFromDevice(src, dst, bytes, [done](Error e) {
+      done(e);
+      done(std::move(e));
+    });
+  }
+};
 
 TEST(Runner, ViewsObserveTheOwnersResidency) {
   RunResult r = run(R"(device d0
@@ -465,6 +514,158 @@ read b
   ASSERT_TRUE(r.divergence) << r.setupError;
   EXPECT_EQ(r.divergence->step, 3u) << r.divergence->toString();
   EXPECT_EQ(r.divergence->what, "outcome") << r.divergence->toString();
+}
+
+/// Two branches that each leave a record on d0.
+const char *const TwoUploads = R"(device d0
+create a f32 [4] fill=1
+create b f32 [4] fill=2
+view a1 a [4]
+view b2 b [4]
+|1 to-device a1 d0
+|2 to-device b2 d0
+)";
+
+TEST(Runner, AParallelBlockTheSearchCannotJudgeLeavesItsStateUncompared) {
+  // With no time for the search the verdict is Unknown: the model is where
+  // the block began (a and b on the host) while the device holds both, so
+  // comparing the final state would report a divergence that no order of
+  // the block explains or refutes. The run says what it left out.
+  RunResult r = run(TwoUploads, "fake", "", RunOptions().callbackTimeoutMs, 0);
+  EXPECT_TRUE(r.passed()) << (r.divergence ? r.divergence->toString()
+                                           : r.setupError);
+  EXPECT_EQ(r.labels["linearizability-unknown"], 1);
+  EXPECT_EQ(r.labels["linearized"], 0);
+  ASSERT_EQ(r.notCompared.size(), 1u);
+  EXPECT_NE(r.notCompared[0].find("the linearizability search gave up"),
+            std::string::npos)
+      << r.notCompared[0];
+  // With time, the same run is judged and compared whole.
+  r = run(TwoUploads);
+  EXPECT_TRUE(r.passed()) << (r.divergence ? r.divergence->toString()
+                                           : r.setupError);
+  EXPECT_EQ(r.labels["linearized"], 1);
+  EXPECT_TRUE(r.notCompared.empty());
+}
+
+TEST(Runner, AnUnjudgedParallelBlockStillHasItsTeardownChecked) {
+  // What no order of the block changes is still compared: the mutant keeps
+  // freed bytes in usedMemory(), which teardown shows.
+  RunResult r = run(TwoUploads, "mutant:accounting-drift", "",
+                    RunOptions().callbackTimeoutMs, 0);
+  ASSERT_TRUE(r.divergence) << r.setupError;
+  EXPECT_EQ(r.labels["linearizability-unknown"], 1);
+  EXPECT_EQ(r.divergence->what, "usedMemory() of device 'd0'")
+      << r.divergence->toString();
+  EXPECT_NE(r.divergence->command.find("teardown"), std::string::npos)
+      << r.divergence->toString();
+}
+
+TEST(Runner, ABranchCommandThatBlocksForEverIsEndedAndReported) {
+  // Branch 1's upload fails and its completion is dropped, so the record
+  // stays busy and the read-back after it would wait for ever; the branch's
+  // watchdog shuts the devices down, which ends the wait.
+  RunResult r = run(R"(device d0 async=1 seed=3
+create a f32 [4]
+create b f32 [4]
+view a1 a [4]
+view b2 b [4]
+inject-fault d0 to-device nth=1 DeviceError
+|1 to-device a1 d0
+|1 from-device a1 d0 keep
+|2 read b2
+)",
+                    "mutant:callback-never-on-error", "", 200);
+  ASSERT_TRUE(r.divergence) << r.setupError;
+  EXPECT_EQ(r.divergence->command, "the parallel block");
+  EXPECT_EQ(r.divergence->what, "the return of '|1 from-device a1 d0 keep'")
+      << r.divergence->toString();
+  EXPECT_EQ(r.divergence->observed,
+            "it blocked; the devices were shut down to end it");
+}
+
+TEST(Runner, ABackgroundErrorOfAParallelBlocksReadBackIsReportedAsItself) {
+  // The block's read-back completes twice; the framework keeps the second
+  // completion as a background error, which names the device (not a failed
+  // search for an order of the branches).
+  RunResult r = run(TwoUploads, testBackend<ReadBackCompletesTwice>(
+                                    "test:read-back-completes-twice"));
+  ASSERT_TRUE(r.divergence) << r.setupError;
+  EXPECT_EQ(r.divergence->command, "the parallel block");
+  EXPECT_EQ(r.divergence->what, "takeBackgroundErrors() of device 'd0'")
+      << r.divergence->toString();
+}
+
+TEST(Runner, AParallelBlockInDifferentialModeIsCountedOnce) {
+  // Each backend runs the block in a lane of its own; the coverage is the
+  // backend under test's.
+  RunResult r = run(TwoUploads, "fake", "fake");
+  EXPECT_TRUE(r.passed()) << (r.divergence ? r.divergence->toString()
+                                           : r.setupError);
+  EXPECT_EQ(r.labels["parallel-block"], 1);
+  EXPECT_EQ(r.labels["linearized"], 1);
+  EXPECT_EQ(r.labels["linearized-per-record"], 1);
+}
+
+TEST(Runner, APinnedStorageRequestTheDeviceFailsIsReported) {
+  // A device without pinned memory gives pageable storage; one that fails
+  // to make it is not hidden behind pageable storage.
+  const char *text = "device d0\ncreate a f32 [4] pinned=d0\nread a\n";
+  RunResult r = run(text);
+  EXPECT_TRUE(r.passed()) << (r.divergence ? r.divergence->toString()
+                                           : r.setupError);
+  EXPECT_EQ(r.labels["create-pinned-fell-back-to-pageable"], 1);
+  EXPECT_EQ(r.labels["create-pinned"], 0);
+  r = run(text, testBackend<PinnedMemoryFails>("test:pinned-memory-fails"));
+  ASSERT_TRUE(r.divergence) << r.setupError;
+  EXPECT_EQ(r.divergence->step, 1u);
+  EXPECT_EQ(r.divergence->what,
+            "pinned storage of tensor 'a' from device 'd0'");
+  EXPECT_NE(r.divergence->observed.find("DeviceError"), std::string::npos)
+      << r.divergence->toString();
+  EXPECT_NE(r.divergence->observed.find("refused the mapping"),
+            std::string::npos)
+      << r.divergence->toString();
+  if (!BackendRegistry::instance().find("opencl"))
+    return;
+  r = run(text, "opencl");
+  EXPECT_TRUE(r.passed()) << (r.divergence ? r.divergence->toString()
+                                           : r.setupError);
+  EXPECT_EQ(r.labels["create-pinned"], 1);
+}
+
+TEST(Runner, SetupFailuresSayWhetherTheScenarioOrADeviceFailed) {
+  // The shrinker drops candidates the harness refuses by this kind, not by
+  // the wording of the message.
+  const char *text = "device d0\ncreate a f32 [4]\n";
+  Scenario malformed = parse(text);
+  Command read;
+  read.kind = CommandKind::Read;
+  read.target = "no-such-tensor";
+  malformed.commands.push_back(read);
+  RunResult r = runScenario(malformed, RunOptions());
+  EXPECT_EQ(r.setupFailure, RunResult::SetupFailure::MalformedScenario);
+  EXPECT_FALSE(r.setupError.empty());
+  r = run(text, "no-such-backend");
+  EXPECT_EQ(r.setupFailure, RunResult::SetupFailure::Device);
+  r = run(text);
+  EXPECT_EQ(r.setupFailure, RunResult::SetupFailure::None);
+}
+
+TEST(Model, APinnedCreateFitsOnlyWhereItsDeviceIsDeclared) {
+  // A candidate the shrinker made by dropping a device must not keep a
+  // create whose pinned storage names it.
+  Scenario s = parse("device d0\ncreate a f32 [4] pinned=d0\n");
+  Model m(s.devices, Capabilities{});
+  Command create = s.commands[0];
+  EXPECT_TRUE(commandFitsModel(create, m));
+  create.device = "d1";
+  EXPECT_FALSE(commandFitsModel(create, m));
+  Scenario dropped = wellFormedScenario(
+      parse("device d0\ndevice d1\ncreate a f32 [4] pinned=d1\nread a\n"),
+      "fake");
+  dropped.devices.pop_back();
+  EXPECT_TRUE(wellFormedScenario(dropped, "fake").commands.empty());
 }
 
 TEST(Model, TheNamesStampChangesWithTheNamesOnly) {

@@ -59,7 +59,7 @@ struct GeneratorProfile {
   /// Most branches of the parallel block that ends each scenario (0: no
   /// parallel block; else 2 to this many, at most MaxBranches). Each branch
   /// gets a full view of each of up to two records the scenario made, and
-  /// 1 to branchLength transfers, releases, reads and writes of its views.
+  /// 1 to branchLength transfers, releases, reads and refills of its views.
   int parallelBranches = 0;
   size_t branchLength = 4;
   /// When set, each device's budget is drawn relative to the sizes the

@@ -176,6 +176,8 @@ public:
   /// True while transfers issued without waiting ('&') have not been waited
   /// for: until the next command written without '&'.
   bool transfersPending() const { return !pendingRecords_.empty(); }
+  /// True while such a transfer of the record of tensor \p name is pending.
+  bool transferPendingOn(const std::string &name) const;
 
   const std::map<std::string, ModelTensor> &tensors() const { return tensors_; }
   /// A number that changes whenever a tensor name is added to tensors() or

@@ -52,10 +52,24 @@ struct RunOptions {
   std::function<void(const std::string &)> trace;
   /// How long to wait for a completion callback, in milliseconds.
   unsigned callbackTimeoutMs = 10000;
+  /// How long the linearizability search of a parallel block may take, in
+  /// milliseconds, before its verdict is Unknown.
+  unsigned linearizabilityBudgetMs = 2000;
 };
 
 /// The outcome of running one scenario.
 struct RunResult {
+  /// Why a scenario could not start.
+  enum class SetupFailure {
+    None,
+    /// The scenario itself is not well formed (validateScenario refused it).
+    MalformedScenario,
+    /// A device could not be created (unknown backend, failing init, a
+    /// parameter the backend refuses).
+    Device,
+  };
+  /// Set when the scenario could not start, with setupError.
+  SetupFailure setupFailure = SetupFailure::None;
   /// Set when the scenario could not start (unknown backend, failing init).
   std::string setupError;
   /// The first divergence, if any.
@@ -66,6 +80,12 @@ struct RunResult {
   std::map<std::string, int> labels;
   /// Residency transitions exercised, "Host -to-device-> Device" to count.
   std::map<std::string, int> transitions;
+  /// What the run could not compare, and why: after a parallel block whose
+  /// linearizability search gave up (verdict Unknown), the model holds no
+  /// state the backend can be held to, so the final read-back and final
+  /// check of that backend are left out (teardown is still checked). A run
+  /// that passes with entries here passed only what it compared.
+  std::vector<std::string> notCompared;
   /// Allocations each device made, as the model counts them.
   std::map<std::string, uint64_t> allocations;
   /// Allocations each device made beyond the most it held at once: each of

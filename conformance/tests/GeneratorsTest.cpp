@@ -1,0 +1,87 @@
+//===- GeneratorsTest.cpp - What the generators draw ----------------------===//
+#include "drt/conformance/Generators.h"
+#include "drt/BackendRegistry.h"
+#include "drt/conformance/Properties.h"
+#include "drt/conformance/ScenarioText.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+using namespace drt;
+using namespace drt::conformance;
+
+namespace {
+
+const PropertyFamily &family(const std::string &name) {
+  for (const PropertyFamily &f : propertyFamilies())
+    if (f.name == name)
+      return f;
+  ADD_FAILURE() << "no family " << name;
+  return propertyFamilies().front();
+}
+
+Capabilities fakeCapabilities() {
+  return *BackendRegistry::instance().capabilitiesFor("fake", {});
+}
+
+TEST(Generators, ParallelBlocksHaveTwoBranchesOrMore) {
+  // A one-branch block runs nothing in parallel. The parallel family's
+  // cases have 8 to 16 steps.
+  const PropertyFamily &parallel = family("parallel");
+  ScenarioGenerator generator(parallel.profile(), fakeCapabilities());
+  size_t blocks = 0;
+  const size_t seeds = 2000;
+  for (uint64_t seed = 0; seed < seeds; ++seed) {
+    size_t steps = 8 + seed % 9;
+    Scenario s = generator.generate(seed, steps);
+    EXPECT_EQ(s, generator.generate(seed, steps)) << "seed " << seed;
+    EXPECT_LE(s.commands.size(), steps) << "seed " << seed;
+    std::set<int> branches;
+    for (const Command &c : s.commands)
+      if (c.branch)
+        branches.insert(c.branch);
+    if (branches.empty())
+      continue;
+    ++blocks;
+    EXPECT_GE(branches.size(), 2u) << "seed " << seed << ":\n"
+                                   << printScenario(s);
+  }
+  EXPECT_GE(blocks, seeds * 9 / 10);
+}
+
+TEST(Generators, EveryGeneratedScenarioPrintsAndParsesBackAsItself) {
+  // A command carries only the fields its kind prints: parse(print(s)) is
+  // s itself, and the shrinker sees no device a command does not use.
+  Capabilities caps = fakeCapabilities();
+  for (const PropertyFamily &f : propertyFamilies()) {
+    if (!f.skipReason(caps).empty())
+      continue;
+    ScenarioGenerator generator(f.profile(), caps);
+    for (uint64_t seed = 0; seed < 100; ++seed) {
+      Scenario s = generator.generate(seed, 1 + seed % 32);
+      std::string text = printScenario(s);
+      ParseResult parsed = parseScenario(text);
+      if (auto *e = std::get_if<ParseError>(&parsed)) {
+        ADD_FAILURE() << f.name << " seed " << seed << ": " << e->toString()
+                      << "\n"
+                      << text;
+        continue;
+      }
+      const Scenario &back = std::get<Scenario>(parsed);
+      EXPECT_EQ(printScenario(back), text) << f.name << " seed " << seed;
+      if (back == s)
+        continue;
+      for (size_t i = 0; i < s.commands.size() && i < back.commands.size(); ++i)
+        if (!(s.commands[i] == back.commands[i])) {
+          ADD_FAILURE() << f.name << " seed " << seed << ": command " << i + 1
+                        << " '" << printCommand(s.commands[i])
+                        << "' carries fields it does not print";
+          break;
+        }
+      EXPECT_EQ(back.devices, s.devices) << f.name << " seed " << seed;
+    }
+  }
+}
+
+} // namespace
