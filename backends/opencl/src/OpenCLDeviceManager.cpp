@@ -5,8 +5,10 @@
 // non-blocking on one in-order queue; each submission pushes its event onto a
 // FIFO that the completion thread waits on, and the completion thread calls
 // the callbacks (never an OpenCL callback thread, so callbacks may call
-// OpenCL themselves). Lock order: state.mutex before state.completionMutex;
-// neither is held while a callback runs.
+// OpenCL themselves). A caller that waits for its work anyway makes blocking
+// calls instead and delivers its completion itself (State::claimInline).
+// Lock order: state.mutex before state.completionMutex; neither is held while
+// a callback runs.
 //
 //===----------------------------------------------------------------------===//
 #include "drt/opencl/OpenCLDevice.h"
@@ -78,9 +80,8 @@ bool deliveringInlineFor(const void *state) {
   return false;
 }
 
-/// What a submitted command does, for messages. The text is built only when
-/// a message needs it: building it for every transfer cost more than the
-/// rest of the backend's bookkeeping.
+/// What a submitted command does, for messages: the text is built only when
+/// a message needs it, not for every transfer.
 struct Operation {
   enum class Kind { CopyToDevice, CopyFromDevice, Run };
   Kind kind = Kind::Run;
@@ -348,9 +349,10 @@ struct OpenCLDeviceManager::State {
   /// them; returns whether it did. The buffer is retained meanwhile (a
   /// concurrent free must not release it under the call) and the claim keeps
   /// the queue alive (a shutdown waits for it). Unclaimed work keeps the
-  /// lock: a shutdown does not wait for it before it releases the queue and
-  /// the staging buffers, and nothing else would. When the driver refuses
-  /// the retain, the lock is kept too.
+  /// lock for its calls (a staged transfer's waits for its chunks): a
+  /// shutdown waits only for claimed work before it releases the queue and
+  /// the staging buffers, so for unclaimed work the lock is what keeps them.
+  /// When the driver refuses the retain, the lock is kept too.
   bool unlockForBlockingCall(std::unique_lock<std::mutex> &lock, bool claimed,
                              cl_mem buffer) {
     if (!claimed || driver.retainMemObject(buffer) != CL_SUCCESS)
