@@ -6,9 +6,10 @@
 // FIFO that the completion thread waits on, and the completion thread calls
 // the callbacks (never an OpenCL callback thread, so callbacks may call
 // OpenCL themselves). A caller that waits for its work anyway makes blocking
-// calls instead and delivers its completion itself (State::claimInline).
-// Lock order: state.mutex before state.completionMutex; neither is held while
-// a callback runs.
+// calls instead and delivers its completion itself (State::claimInline);
+// blocking transfer calls are made without state.mutex
+// (State::unlockForBlockingCall). Lock order: state.mutex before
+// state.completionMutex; neither is held while a callback runs.
 //
 //===----------------------------------------------------------------------===//
 #include "drt/opencl/OpenCLDevice.h"
@@ -282,6 +283,10 @@ struct OpenCLDeviceManager::State {
   mutable std::mutex mutex;
   bool initialised = false;
   bool stopping = false;
+  /// Blocking calls of transfers made without the lock
+  /// (unlockForBlockingCall).
+  size_t callsWithoutLock = 0;
+  std::condition_variable noCallsWithoutLock;
   LocationTable<Allocation> allocations;
   uint64_t used = 0;
   /// Bytes of the blocks of live allocations.
@@ -343,20 +348,19 @@ struct OpenCLDeviceManager::State {
     done(std::move(error));
   }
 
-  /// Releases \p lock (of mutex) for the blocking calls of a transfer into
-  /// or out of \p buffer when its caller delivers the completion itself
-  /// (\p claimed), so that other threads' transfers do not wait behind
-  /// them; returns whether it did. The buffer is retained meanwhile (a
-  /// concurrent free must not release it under the call) and the claim keeps
-  /// the queue alive (a shutdown waits for it). Unclaimed work keeps the
-  /// lock for its calls (a staged transfer's waits for its chunks): a
-  /// shutdown waits only for claimed work before it releases the queue and
-  /// the staging buffers, so for unclaimed work the lock is what keeps them.
-  /// When the driver refuses the retain, the lock is kept too.
-  bool unlockForBlockingCall(std::unique_lock<std::mutex> &lock, bool claimed,
+  /// Releases \p lock (of mutex) for the \p blocking calls of a transfer
+  /// into or out of \p buffer (a caller's blocking write or read, a staged
+  /// transfer's waits for its chunks), so that other threads' work does not
+  /// wait behind them; returns whether it did. The buffer is retained
+  /// meanwhile (a concurrent free must not release it under the call), and
+  /// the call is counted in callsWithoutLock: a shutdown waits for it before
+  /// it releases the queue and the staging buffers. When the driver refuses
+  /// the retain, the lock is kept.
+  bool unlockForBlockingCall(std::unique_lock<std::mutex> &lock, bool blocking,
                              cl_mem buffer) {
-    if (!claimed || driver.retainMemObject(buffer) != CL_SUCCESS)
+    if (!blocking || driver.retainMemObject(buffer) != CL_SUCCESS)
       return false;
+    ++callsWithoutLock;
     lock.unlock();
     return true;
   }
@@ -369,6 +373,14 @@ struct OpenCLDeviceManager::State {
       return;
     driver.releaseMemObject(buffer);
     lock.lock();
+    if (--callsWithoutLock == 0)
+      noCallsWithoutLock.notify_all();
+  }
+
+  /// Waits, with \p lock (of mutex) held, until no call is made without it:
+  /// then only the holder calls the driver's transfer entry points.
+  void waitForCallsWithoutLock(std::unique_lock<std::mutex> &lock) {
+    noCallsWithoutLock.wait(lock, [this] { return callsWithoutLock == 0; });
   }
 
   /// Submits \p c's completion; called with \p lock (of mutex) held, after
@@ -1035,13 +1047,18 @@ void OpenCLDeviceManager::copyToDevice(DeviceLocation dst, const std::byte *src,
   cl_mem buffer = a->buffer;
   cl_int rc = CL_SUCCESS;
   claimed = s.claimInline();
+  // An injected fault keeps the lock: the driver fault it plans must strike
+  // this transfer's calls, not those another thread makes without the lock
+  // meanwhile (they end first).
+  if (injected)
+    s.waitForCallsWithoutLock(lock);
   if (injected && *injected == ErrorCode::OutOfMemory)
     s.driver.plan(siteFault(*injected, FaultSite::TransferToDevice,
                             OpenCLCall::EnqueueWriteBuffer));
   if (!s.pinnedStaging || isPinnedHostMemory(src, bytes)) {
     // A caller that delivers its own completion waits in the driver,
     // without the lock.
-    bool unlocked = s.unlockForBlockingCall(lock, claimed, buffer);
+    bool unlocked = s.unlockForBlockingCall(lock, claimed && !injected, buffer);
     rc = s.driver.enqueueWriteBuffer(s.queue, buffer, claimed, 0, bytes, src,
                                      claimed ? nullptr : &c.event);
     s.relockAfterBlockingCall(lock, unlocked, buffer);
@@ -1056,9 +1073,8 @@ void OpenCLDeviceManager::copyToDevice(DeviceLocation dst, const std::byte *src,
       return fail(std::move(e));
     std::array<cl_event, 2> written{};
     const char *call = nullptr;
-    // A caller that delivers its own completion waits for the chunks
-    // without the lock (see unlockForBlockingCall).
-    bool unlocked = s.unlockForBlockingCall(lock, claimed, buffer);
+    // The waits for the chunks are made without the lock.
+    bool unlocked = s.unlockForBlockingCall(lock, !injected, buffer);
     for (uint64_t i = 0; i < chunks && !call; ++i) {
       cl_event &pending = written[i % 2];
       if (pending) {
@@ -1139,13 +1155,18 @@ void OpenCLDeviceManager::copyFromDevice(DeviceLocation src, std::byte *dst,
   cl_mem buffer = a->buffer;
   cl_int rc = CL_SUCCESS;
   claimed = s.claimInline();
+  // An injected fault keeps the lock: the driver fault it plans must strike
+  // this transfer's calls, not those another thread makes without the lock
+  // meanwhile (they end first).
+  if (injected)
+    s.waitForCallsWithoutLock(lock);
   if (injected && *injected == ErrorCode::OutOfMemory)
     s.driver.plan(siteFault(*injected, FaultSite::TransferFromDevice,
                             OpenCLCall::EnqueueReadBuffer));
   if (!s.pinnedStaging || isPinnedHostMemory(dst, bytes)) {
     // A caller that delivers its own completion waits in the driver,
     // without the lock.
-    bool unlocked = s.unlockForBlockingCall(lock, claimed, buffer);
+    bool unlocked = s.unlockForBlockingCall(lock, claimed && !injected, buffer);
     rc = s.driver.enqueueReadBuffer(s.queue, buffer, claimed, 0, bytes, dst,
                                     claimed ? nullptr : &c.event);
     s.relockAfterBlockingCall(lock, unlocked, buffer);
@@ -1167,9 +1188,8 @@ void OpenCLDeviceManager::copyFromDevice(DeviceLocation src, std::byte *dst,
           std::min(s.stagingChunk, bytes - offset), staging[i % 2].mapped,
           &read[i % 2]);
     };
-    // As to the device: without the lock for a caller that delivers its own
-    // completion.
-    bool unlocked = s.unlockForBlockingCall(lock, claimed, buffer);
+    // As to the device: the waits are made without the lock.
+    bool unlocked = s.unlockForBlockingCall(lock, !injected, buffer);
     const char *call = nullptr;
     rc = enqueueChunk(0);
     if (rc != CL_SUCCESS)
@@ -1385,10 +1405,13 @@ void OpenCLDeviceManager::execute(const Function &function,
 void OpenCLDeviceManager::shutdownBackend() {
   State &s = *state_;
   {
-    std::lock_guard<std::mutex> lock(s.mutex);
+    std::unique_lock<std::mutex> lock(s.mutex);
     if (!s.initialised || s.stopping)
       return;
     s.stopping = true;
+    // Transfers making blocking calls without the lock use the queue and
+    // their staging buffers: they end (and submit their completions) first.
+    s.waitForCallsWithoutLock(lock);
   }
   // No submission can start now; let the queued work finish and deliver it
   // (the completion thread waits on each command even if this fails).

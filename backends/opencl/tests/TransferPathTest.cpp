@@ -595,4 +595,47 @@ TEST(OpenCLCompletion, BlockingTransfersOfSeveralThreadsKeepTheirContents) {
             callsOf(*device, OpenCLCall::ReleaseMemObject));
 }
 
+TEST(OpenCLCompletion, AShutdownWaitsForStagedTransfersOfOtherThreads) {
+  // Staged transfers wait for their chunks without the device's lock; a
+  // shutdown that another thread starts meanwhile waits for them before
+  // the queue and the staging buffers go, and each completes exactly once.
+  auto device = openDevice(configNamed(
+      "cl", {{"pinned-staging", "1"}, {"staging-chunk-bytes", "4096"}}));
+  ASSERT_TRUE(device);
+  constexpr int Threads = 3, PerThread = 8;
+  std::vector<std::vector<Tensor>> tensors(Threads);
+  for (auto &mine : tensors)
+    for (int i = 0; i < PerThread; ++i)
+      mine.emplace_back(ElemKind::Float32, std::vector<size_t>{1 << 14}, "t");
+  std::atomic<int> calls{0}, succeeded{0}, lost{0};
+  std::atomic<bool> started{false};
+  std::vector<std::thread> threads;
+  for (int k = 0; k < Threads; ++k)
+    threads.emplace_back([&, k] {
+      for (Tensor &t : tensors[k]) {
+        device->transferToDevice(t, std::nullopt, [&](Error e) {
+          ++calls;
+          if (e.isSuccess())
+            ++succeeded;
+          else if (e.code() == ErrorCode::DeviceLost)
+            ++lost;
+        });
+        started = true;
+      }
+    });
+  while (!started)
+    std::this_thread::yield();
+  device->shutdown();
+  for (std::thread &thread : threads)
+    thread.join();
+  for (auto &mine : tensors)
+    for (Tensor &t : mine)
+      t.residency().waitUntilIdle();
+  EXPECT_EQ(calls.load(), Threads * PerThread);
+  EXPECT_EQ(succeeded.load() + lost.load(), Threads * PerThread);
+  EXPECT_EQ(device->liveAllocations(), 0u);
+  EXPECT_EQ(device->usedMemory(), 0u);
+  EXPECT_EQ(device->operationsInFlight(), 0u);
+}
+
 } // namespace
