@@ -229,10 +229,8 @@ Error DeviceManager::releaseFromRecord(DeviceLocation location,
   Error e = free(location);
   if (e.isSuccess() || shutDown_)
     return Error::success();
-  return makeError(e.code(), "releasing the device copy of " +
-                                 storage.describe() + " at " +
-                                 location.toString() + " on device '" + name() +
-                                 "': " + e.message());
+  // Described only now: a release that succeeds needs no text.
+  return releaseFailure(std::move(e), storage.describe(), location);
 }
 
 Error DeviceManager::releaseFromRecord(DeviceLocation location,
@@ -240,6 +238,11 @@ Error DeviceManager::releaseFromRecord(DeviceLocation location,
   Error e = free(location);
   if (e.isSuccess() || shutDown_)
     return Error::success();
+  return releaseFailure(std::move(e), what, location);
+}
+
+Error DeviceManager::releaseFailure(Error e, std::string_view what,
+                                    DeviceLocation location) const {
   return makeError(e.code(), "releasing the device copy of " +
                                  std::string(what) + " at " +
                                  location.toString() + " on device '" + name() +

@@ -205,6 +205,8 @@ private:
   Error releaseFromRecord(DeviceLocation location,
                           const TensorStorage &storage);
   Error releaseFromRecord(DeviceLocation location, std::string_view what);
+  Error releaseFailure(Error e, std::string_view what,
+                       DeviceLocation location) const;
   Error checkTransferable(const Tensor &tensor, const char *operation) const;
   void moveHere(std::shared_ptr<TensorStorage> storage,
                 std::optional<DeviceLocation> location,
