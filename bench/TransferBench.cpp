@@ -26,6 +26,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Kernels.h"
+#include "OpenCLDriver.h"
+#include "OpenCLSupport.h"
 
 #include "drt/ExecutionContext.h"
 #include "drt/SyncTransfer.h"
@@ -35,9 +37,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
-#include <cctype>
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <new>
@@ -76,43 +76,23 @@ struct HostBuffer {
   size_t size;
 };
 
-std::string lower(std::string text) {
-  for (char &c : text)
-    c = char(std::tolower(static_cast<unsigned char>(c)));
-  return text;
-}
-
-/// The device the backend picks by default: the first device of the first
-/// platform whose name contains DRT_OPENCL_PLATFORM (any platform when it
-/// is not set) that has one.
+/// The device the backend picks by default (DRT_OPENCL_PLATFORM and
+/// DRT_OPENCL_DEVICE choose it), chosen by the backend's own selection.
 struct RawDevice {
-  cl_platform_id platform = nullptr;
   cl_device_id device = nullptr;
   cl_context context = nullptr;
   cl_command_queue queue = nullptr;
   std::string error;
 
   RawDevice() {
-    cl_uint count = 0;
-    clGetPlatformIDs(0, nullptr, &count);
-    std::vector<cl_platform_id> platforms(count);
-    clGetPlatformIDs(count, platforms.data(), nullptr);
-    const char *wanted = std::getenv("DRT_OPENCL_PLATFORM");
-    for (cl_platform_id p : platforms) {
-      char name[256] = {};
-      clGetPlatformInfo(p, CL_PLATFORM_NAME, sizeof name, name, nullptr);
-      if (wanted && lower(name).find(lower(wanted)) == std::string::npos)
-        continue;
-      if (clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, 1, &device, nullptr) ==
-          CL_SUCCESS) {
-        platform = p;
-        break;
-      }
-    }
-    if (!platform) {
-      error = "no OpenCL device";
+    opencl::OpenCLDriver driver;
+    Expected<opencl::SelectedDevice> selected =
+        opencl::selectDevice(driver, DeviceConfig{});
+    if (!selected) {
+      error = selected.takeError().toString();
       return;
     }
+    device = selected->device;
     cl_int rc = CL_SUCCESS;
     context = clCreateContext(nullptr, 1, &device, nullptr, nullptr, &rc);
     if (rc == CL_SUCCESS)

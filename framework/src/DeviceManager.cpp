@@ -30,9 +30,22 @@ void noteHandOffTo(const DeviceManager &device) {
 unsigned asynchronousHandOffs() { return handOffsOnThisThread; }
 
 struct DeviceManager::PendingOperation {
-  std::string what;
+  /// What the operation is, for messages: "<operation> of <the tensor>"
+  /// when operation is set (built only when a message needs it), else
+  /// subject.
+  const char *operation = nullptr;
+  /// The tensor's name when operation is set.
+  std::string subject;
+  uint64_t bytes = 0;
   CompletionCallback then;
   std::atomic<bool> done{false};
+
+  std::string what() const {
+    if (!operation)
+      return subject;
+    return std::string(operation) + " of " +
+           TensorStorage::describe(subject, bytes);
+  }
 };
 
 struct DeviceManager::RunState {
@@ -73,7 +86,21 @@ uint64_t DeviceManager::availableMemory() const {
 std::shared_ptr<DeviceManager::PendingOperation>
 DeviceManager::beginOperation(std::string what, CompletionCallback then) {
   auto op = std::make_shared<PendingOperation>();
-  op->what = std::move(what);
+  op->subject = std::move(what);
+  op->then = std::move(then);
+  std::lock_guard<std::mutex> lock(mutex_);
+  pending_.push_back(op);
+  return op;
+}
+
+std::shared_ptr<DeviceManager::PendingOperation>
+DeviceManager::beginOperation(const char *operation,
+                              const TensorStorage &storage,
+                              CompletionCallback then) {
+  auto op = std::make_shared<PendingOperation>();
+  op->operation = operation;
+  op->subject = storage.name();
+  op->bytes = storage.size();
   op->then = std::move(then);
   std::lock_guard<std::mutex> lock(mutex_);
   pending_.push_back(op);
@@ -95,7 +122,7 @@ void DeviceManager::finishOperation(const std::shared_ptr<PendingOperation> &op,
     if (!shutDown_)
       noteBackgroundError(makeError(ErrorCode::DeviceError,
                                     "device '" + name() + "' completed " +
-                                        op->what + " more than once"));
+                                        op->what() + " more than once"));
     return;
   }
   {
@@ -105,7 +132,7 @@ void DeviceManager::finishOperation(const std::shared_ptr<PendingOperation> &op,
   }
   if (shutDown_ && e.isSuccess())
     e = makeError(ErrorCode::DeviceLost,
-                  "device '" + name() + "' was shut down during " + op->what);
+                  "device '" + name() + "' was shut down during " + op->what());
   CompletionCallback then = std::move(op->then);
   then(std::move(e));
 }
@@ -131,16 +158,15 @@ void DeviceManager::abandonAll() {
   for (auto &op : left)
     finishOperation(op, makeError(ErrorCode::DeviceLost,
                                   "device '" + name() +
-                                      "' was shut down during " + op->what));
-  std::unordered_map<const TensorStorage *, std::weak_ptr<TensorStorage>> res;
+                                      "' was shut down during " + op->what()));
+  std::unordered_map<uint64_t, Resident> res;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     res.swap(resident_);
-    recordLocations_.clear();
     networks_.clear();
   }
-  for (auto &[raw, weak] : res) {
-    std::shared_ptr<TensorStorage> storage = weak.lock();
+  for (auto &[location, resident] : res) {
+    std::shared_ptr<TensorStorage> storage = resident.weak.lock();
     if (!storage)
       continue;
     ResidencyRecord &r = storage->record;
@@ -186,27 +212,39 @@ bool DeviceManager::registerResident(
   std::lock_guard<std::mutex> lock(mutex_);
   if (shutDown_)
     return false;
-  resident_[storage.get()] = storage;
-  recordLocations_[location.value] = storage.get();
+  resident_[location.value] = {storage.get(), storage};
   return true;
 }
 
-void DeviceManager::unregisterResident(const TensorStorage *storage) {
+void DeviceManager::unregisterResident(const TensorStorage *storage,
+                                       DeviceLocation location) {
   std::lock_guard<std::mutex> lock(mutex_);
-  resident_.erase(storage);
-  for (auto it = recordLocations_.begin(); it != recordLocations_.end(); ++it)
-    if (it->second == storage) {
-      recordLocations_.erase(it);
-      break;
-    }
+  auto it = resident_.find(location.value);
+  if (it != resident_.end() && it->second.storage == storage)
+    resident_.erase(it);
 }
 
 Error DeviceManager::releaseFromRecord(DeviceLocation location,
-                                       const std::string &what) {
+                                       const TensorStorage &storage) {
   Error e = free(location);
   if (e.isSuccess() || shutDown_)
     return Error::success();
-  return makeError(e.code(), "releasing the device copy of " + what + " at " +
+  // Described only now: a release that succeeds needs no text.
+  return releaseFailure(std::move(e), storage.describe(), location);
+}
+
+Error DeviceManager::releaseFromRecord(DeviceLocation location,
+                                       std::string_view what) {
+  Error e = free(location);
+  if (e.isSuccess() || shutDown_)
+    return Error::success();
+  return releaseFailure(std::move(e), what, location);
+}
+
+Error DeviceManager::releaseFailure(Error e, std::string_view what,
+                                    DeviceLocation location) const {
+  return makeError(e.code(), "releasing the device copy of " +
+                                 std::string(what) + " at " +
                                  location.toString() + " on device '" + name() +
                                  "': " + e.message());
 }
@@ -295,8 +333,8 @@ void DeviceManager::moveHere(std::shared_ptr<TensorStorage> storage,
       r.manager_ = nullptr;
       r.location_ = {};
       lock.unlock();
-      other->unregisterResident(storage.get());
-      if (Error e = other->releaseFromRecord(old, storage->describe()))
+      other->unregisterResident(storage.get(), old);
+      if (Error e = other->releaseFromRecord(old, *storage))
         other->noteBackgroundError(std::move(e));
       return upload(std::move(storage), location, std::move(done));
     }
@@ -322,30 +360,33 @@ void DeviceManager::upload(std::shared_ptr<TensorStorage> storage,
                            std::optional<DeviceLocation> location,
                            CompletionCallback done) {
   uint64_t bytes = storage->size();
-  std::string what = storage->describe();
+  // Messages name the tensor; its description is built only for them.
+  auto what = [&storage] { return storage->describe(); };
   DeviceLocation target;
   bool allocated = false;
   if (location) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (recordLocations_.count(location->value))
+      if (resident_.count(location->value))
         return done(makeError(ErrorCode::InvalidArgument,
-                              "transferToDevice of " + what + ": location " +
+                              "transferToDevice of " + what() + ": location " +
                                   location->toString() + " on device '" +
                                   name() + "' belongs to another tensor"));
     }
     Expected<uint64_t> size = allocationSize(*location);
     if (!size)
-      return done(makeError(
-          ErrorCode::InvalidArgument,
-          "transferToDevice of " + what + ": location " + location->toString() +
-              " is not a live allocation of device '" + name() + "'"));
+      return done(makeError(ErrorCode::InvalidArgument,
+                            "transferToDevice of " + what() + ": location " +
+                                location->toString() +
+                                " is not a live allocation of device '" +
+                                name() + "'"));
     if (*size != bytes)
-      return done(makeError(
-          ErrorCode::InvalidArgument,
-          "transferToDevice of " + what + ": location " + location->toString() +
-              " on device '" + name() + "' holds " + std::to_string(*size) +
-              " bytes, the tensor needs " + std::to_string(bytes)));
+      return done(makeError(ErrorCode::InvalidArgument,
+                            "transferToDevice of " + what() + ": location " +
+                                location->toString() + " on device '" + name() +
+                                "' holds " + std::to_string(*size) +
+                                " bytes, the tensor needs " +
+                                std::to_string(bytes)));
     target = *location;
   } else {
     Expected<DeviceLocation> fresh = allocate(bytes);
@@ -355,9 +396,12 @@ void DeviceManager::upload(std::shared_ptr<TensorStorage> storage,
     allocated = true;
   }
   const std::byte *source = storage->data();
+  // The storage may have moved into the continuation before the other
+  // arguments are evaluated: the operation names it through a reference.
+  const TensorStorage &subject = *storage;
   auto op = beginOperation(
-      "transferToDevice of " + what,
-      [this, storage = std::move(storage), target, allocated, what,
+      "transferToDevice", subject,
+      [this, storage = std::move(storage), target, allocated,
        done = std::move(done)](Error e) mutable {
         if (e.isSuccess()) {
           ResidencyRecord &r = storage->record;
@@ -373,10 +417,10 @@ void DeviceManager::upload(std::shared_ptr<TensorStorage> storage,
           e = makeError(ErrorCode::DeviceLost,
                         "device '" + name() +
                             "' was shut down during transferToDevice of " +
-                            what);
+                            storage->describe());
         }
         if (allocated)
-          if (Error fe = releaseFromRecord(target, what))
+          if (Error fe = releaseFromRecord(target, *storage))
             noteBackgroundError(std::move(fe));
         storage.reset();
         done(std::move(e));
@@ -387,12 +431,14 @@ void DeviceManager::upload(std::shared_ptr<TensorStorage> storage,
 void DeviceManager::fetchToHost(std::shared_ptr<TensorStorage> storage,
                                 DeviceLocation location, bool release,
                                 CompletionCallback done) {
-  std::string what = storage->describe();
   std::byte *destination = storage->data();
   uint64_t bytes = storage->size();
+  // The storage may have moved into the continuation before the other
+  // arguments are evaluated: the operation names it through a reference.
+  const TensorStorage &subject = *storage;
   auto op = beginOperation(
-      "transferFromDevice of " + what,
-      [this, storage = std::move(storage), location, release, what,
+      "transferFromDevice", subject,
+      [this, storage = std::move(storage), location, release,
        done = std::move(done)](Error e) mutable {
         ResidencyRecord &r = storage->record;
         std::unique_lock<std::mutex> lock(r.mutex_);
@@ -401,14 +447,14 @@ void DeviceManager::fetchToHost(std::shared_ptr<TensorStorage> storage,
           e = makeError(ErrorCode::DeviceLost,
                         "device '" + name() +
                             "' was shut down during transferFromDevice of " +
-                            what);
+                            storage->describe());
         if (e) {
           if (e.code() == ErrorCode::DeviceLost && stillHere) {
             r.state_ = ResidencyState::Lost;
             r.manager_ = nullptr;
             r.location_ = {};
             lock.unlock();
-            unregisterResident(storage.get());
+            unregisterResident(storage.get(), location);
           }
           if (lock.owns_lock())
             lock.unlock();
@@ -425,9 +471,10 @@ void DeviceManager::fetchToHost(std::shared_ptr<TensorStorage> storage,
         r.manager_ = nullptr;
         r.location_ = {};
         lock.unlock();
-        unregisterResident(storage.get());
+        unregisterResident(storage.get(), location);
+        Error released = releaseFromRecord(location, *storage);
         storage.reset();
-        done(releaseFromRecord(location, what));
+        done(std::move(released));
       });
   copyFromDevice(location, destination, bytes, completionFor(op));
 }
@@ -475,8 +522,8 @@ void DeviceManager::transferFromDevice(Tensor &tensor, bool release,
     r.manager_ = nullptr;
     r.location_ = {};
     lock.unlock();
-    unregisterResident(storage.get());
-    return done(releaseFromRecord(location, storage->describe()));
+    unregisterResident(storage.get(), location);
+    return done(releaseFromRecord(location, *storage));
   }
   r.busy_ = true;
   lock.unlock();
@@ -521,8 +568,8 @@ Error DeviceManager::releaseDeviceTensor(Tensor &tensor) {
   r.manager_ = nullptr;
   r.location_ = {};
   lock.unlock();
-  unregisterResident(storage.get());
-  return releaseFromRecord(location, storage->describe());
+  unregisterResident(storage.get(), location);
+  return releaseFromRecord(location, *storage);
 }
 
 Expected<DeviceLocation> DeviceManager::allocateDeviceMemory(uint64_t bytes) {
@@ -543,7 +590,7 @@ Expected<DeviceLocation> DeviceManager::allocateDeviceMemory(uint64_t bytes) {
 Error DeviceManager::releaseDeviceMemory(DeviceLocation location) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (recordLocations_.count(location.value))
+    if (resident_.count(location.value))
       return makeError(ErrorCode::InvalidArgument,
                        "releaseDeviceMemory(" + location.toString() +
                            ") on device '" + name() +
@@ -711,9 +758,8 @@ Error DeviceManager::stageRun(RunState &run, ExecutionContext &context) {
           storage->record.manager_ = nullptr;
           storage->record.location_ = {};
         }
-        s.manager->unregisterResident(storage.get());
-        if (Error e =
-                s.manager->releaseFromRecord(s.location, storage->describe()))
+        s.manager->unregisterResident(storage.get(), s.location);
+        if (Error e = s.manager->releaseFromRecord(s.location, *storage))
           s.manager->noteBackgroundError(std::move(e));
       }
       Expected<DeviceLocation> loc = allocate(storage->size());
@@ -799,7 +845,7 @@ void DeviceManager::finishRun(std::shared_ptr<RunState> run, Error error) {
       if (r.state_ == ResidencyState::Device)
         continue;
       lock.unlock();
-      if (Error e = releaseFromRecord(out.location, out.storage->describe()))
+      if (Error e = releaseFromRecord(out.location, *out.storage))
         noteBackgroundError(std::move(e));
     }
   }

@@ -15,10 +15,13 @@ Error FaultPlan::add(const FaultSpec &fault) {
                          ": the code must be a failure");
   std::lock_guard<std::mutex> lock(mutex_);
   planned_.push_back({fault.site, fault.nth, fault.code});
+  armed_.store(true, std::memory_order_release);
   return Error::success();
 }
 
 std::optional<ErrorCode> FaultPlan::strike(FaultSite site) {
+  if (!armed_.load(std::memory_order_acquire))
+    return std::nullopt;
   std::lock_guard<std::mutex> lock(mutex_);
   std::optional<ErrorCode> hit;
   for (auto it = planned_.begin(); it != planned_.end();) {
@@ -30,6 +33,7 @@ std::optional<ErrorCode> FaultPlan::strike(FaultSite site) {
       ++it;
     }
   }
+  armed_.store(!planned_.empty(), std::memory_order_release);
   return hit;
 }
 

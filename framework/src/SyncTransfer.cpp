@@ -30,8 +30,7 @@ Error waitForCompletion(const std::function<void(CompletionCallback)> &start) {
 }
 
 Error waitForCompletionOn(
-    std::initializer_list<const DeviceManager *> devices,
-    const std::string &what,
+    std::initializer_list<const DeviceManager *> devices, std::string_view what,
     const std::function<void(CompletionCallback)> &start) {
   auto promise = std::make_shared<std::promise<Error>>();
   std::future<Error> result = promise->get_future();
@@ -54,7 +53,8 @@ Error waitForCompletionOn(
   if (first && synchronous && !handedOff &&
       result.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
     return makeError(ErrorCode::DeviceError,
-                     "device '" + first->name() + "' returned from " + what +
+                     "device '" + first->name() + "' returned from " +
+                         std::string(what) +
                          " without completing it, though it does not declare "
                          "asynchronous completion");
   return result.get();

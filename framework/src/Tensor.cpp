@@ -87,13 +87,16 @@ TensorStorage::~TensorStorage() {
   ResidencySnapshot s = record.snapshot();
   if (s.state != ResidencyState::Device && s.state != ResidencyState::Mirrored)
     return;
-  s.manager->unregisterResident(this);
-  if (Error e = s.manager->releaseFromRecord(s.location, describe()))
+  s.manager->unregisterResident(this, s.location);
+  if (Error e = s.manager->releaseFromRecord(s.location, *this))
     s.manager->noteBackgroundError(std::move(e));
 }
 
-std::string TensorStorage::describe() const {
-  return "tensor '" + name_ + "' (" + std::to_string(data_.size) + " bytes)";
+std::string TensorStorage::describe() const { return describe(name_, size()); }
+
+std::string TensorStorage::describe(std::string_view name, size_t bytes) {
+  return "tensor '" + std::string(name) + "' (" + std::to_string(bytes) +
+         " bytes)";
 }
 
 Tensor::Tensor(ElemKind kind, std::vector<size_t> dims, std::string name)
@@ -116,7 +119,7 @@ Expected<Tensor> Tensor::create(Type type, std::string name) {
                      "cannot create tensor '" + name + "': type " +
                          type.toString() + " " + problem);
   try {
-    return Tensor(std::move(type), std::move(name));
+    return Tensor(std::move(type), name);
   } catch (const std::bad_alloc &) {
     return makeError(ErrorCode::OutOfMemory, "cannot create tensor '" + name +
                                                  "': host allocation failed");
@@ -139,8 +142,16 @@ Expected<Tensor> Tensor::create(Type type, std::string name,
                                                   ": " +
                                                   data.takeError().message());
   Tensor tensor;
-  tensor.storage_ = std::make_shared<TensorStorage>(type.sizeInBytes(), name,
-                                                    *data, std::move(memory));
+  try {
+    tensor.storage_ = std::make_shared<TensorStorage>(type.sizeInBytes(), name,
+                                                      *data, memory);
+  } catch (const std::bad_alloc &) {
+    // The storage never took the block over: it goes back here.
+    memory->deallocate(*data, type.sizeInBytes());
+    return makeError(ErrorCode::OutOfMemory, "cannot create tensor '" + name +
+                                                 "' in " + memory->describe() +
+                                                 ": host allocation failed");
+  }
   tensor.type_ = std::move(type);
   tensor.name_ = std::move(name);
   return tensor;
@@ -273,8 +284,8 @@ std::span<std::byte> Tensor::mutableHostBytes() {
     r.manager_ = nullptr;
     r.location_ = {};
     lock.unlock();
-    manager->unregisterResident(storage_.get());
-    if (Error e = manager->releaseFromRecord(location, storage_->describe()))
+    manager->unregisterResident(storage_.get(), location);
+    if (Error e = manager->releaseFromRecord(location, *storage_))
       manager->noteBackgroundError(std::move(e));
   }
   return {storage_->data() + offset_, sizeInBytes()};
@@ -319,9 +330,8 @@ Error Tensor::refillFromHost(std::span<const std::byte> bytes) {
   r.busy_ = true;
   lock.unlock();
   if (mirror) {
-    mirror->unregisterResident(storage_.get());
-    if (Error e =
-            mirror->releaseFromRecord(mirrorLocation, storage_->describe()))
+    mirror->unregisterResident(storage_.get(), mirrorLocation);
+    if (Error e = mirror->releaseFromRecord(mirrorLocation, *storage_))
       mirror->noteBackgroundError(std::move(e));
   }
   std::memcpy(storage_->data() + offset_, bytes.data(), bytes.size());

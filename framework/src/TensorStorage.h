@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <string_view>
 
 namespace drt {
 
@@ -38,6 +39,8 @@ public:
   const std::string &name() const { return name_; }
   /// "tensor 'a' (16 bytes)".
   std::string describe() const;
+  /// describe() of a storage named \p name of \p bytes.
+  static std::string describe(std::string_view name, size_t bytes);
 
   ResidencyRecord record;
 

@@ -5,8 +5,11 @@
 // non-blocking on one in-order queue; each submission pushes its event onto a
 // FIFO that the completion thread waits on, and the completion thread calls
 // the callbacks (never an OpenCL callback thread, so callbacks may call
-// OpenCL themselves). Lock order: state.mutex before state.completionMutex;
-// neither is held while a callback runs.
+// OpenCL themselves). A caller that waits for its work anyway makes blocking
+// calls instead and delivers its completion itself (State::claimInline);
+// blocking transfer calls are made without state.mutex
+// (State::unlockForBlockingCall). Lock order: state.mutex before
+// state.completionMutex; neither is held while a callback runs.
 //
 //===----------------------------------------------------------------------===//
 #include "drt/opencl/OpenCLDevice.h"
@@ -52,7 +55,6 @@ struct Allocation {
 struct StagingBuffer {
   cl_mem buffer = nullptr;
   void *mapped = nullptr;
-  uint64_t bytes = 0;
 };
 
 /// Staging buffers kept for reuse once their transfer completes.
@@ -61,9 +63,45 @@ constexpr size_t MaxPooledStagingBuffers = 8;
 /// The smallest size class of device blocks.
 constexpr uint64_t MinimumBlockBytes = 512;
 
-/// True on a thread that is delivering a completion itself (see
-/// State::submit), so that a shutdown it starts does not wait for itself.
-thread_local bool deliveringInline = false;
+/// One manager's completion that the calling thread is delivering itself
+/// (State::submit), linked to the one it delivers around it, if any: a
+/// shutdown of that manager started from a callback does not wait for its
+/// own delivery, and one of any other manager does.
+struct InlineDelivery {
+  const void *state;
+  const InlineDelivery *outer;
+};
+thread_local const InlineDelivery *inlineDeliveriesHere = nullptr;
+
+/// True when the calling thread is delivering a completion of \p state.
+bool deliveringInlineFor(const void *state) {
+  for (const InlineDelivery *d = inlineDeliveriesHere; d; d = d->outer)
+    if (d->state == state)
+      return true;
+  return false;
+}
+
+/// What a submitted command does, for messages: the text is built only when
+/// a message needs it, not for every transfer.
+struct Operation {
+  enum class Kind { CopyToDevice, CopyFromDevice, Run };
+  Kind kind = Kind::Run;
+  /// A copy's bytes and device location.
+  uint64_t bytes = 0;
+  DeviceLocation location;
+  /// A run's network.
+  std::string network;
+
+  /// "copy of 16 bytes to loc#1.1 on device 'd'", "run of network 'n' on
+  /// device 'd'".
+  std::string text(const std::string &device) const {
+    if (kind == Kind::Run)
+      return "run of network '" + network + "' on device '" + device + "'";
+    return "copy of " + std::to_string(bytes) +
+           (kind == Kind::CopyToDevice ? " bytes to " : " bytes from ") +
+           location.toString() + " on device '" + device + "'";
+  }
+};
 
 /// A submitted command whose completion the completion thread delivers.
 struct Completion {
@@ -72,12 +110,12 @@ struct Completion {
   cl_event event = nullptr;
   /// Buffers retained until the command finished.
   std::vector<cl_mem> retained;
-  /// Work done on the completion thread once the command finished (copying
-  /// out of a staging buffer); it gets whether the command succeeded.
-  std::function<Error(bool)> after;
+  /// Work done on the completion thread once the command finished
+  /// (returning staging buffers for reuse).
+  std::function<void()> after;
   CompletionCallback done;
   /// The operation, for messages.
-  std::string what;
+  Operation operation;
   /// The execution status a planned driver fault reports for the command
   /// (OpenCLCall::CommandExecutionStatus), instead of the event's.
   std::optional<cl_int> failedStatus;
@@ -213,6 +251,8 @@ private:
 } // namespace
 
 struct OpenCLDeviceManager::State {
+  /// The manager's name, for messages.
+  std::string deviceName;
   OpenCLDeviceInfo info;
   cl_platform_id platform = nullptr;
   cl_device_id device = nullptr;
@@ -243,6 +283,10 @@ struct OpenCLDeviceManager::State {
   mutable std::mutex mutex;
   bool initialised = false;
   bool stopping = false;
+  /// Blocking calls of transfers made without the lock
+  /// (unlockForBlockingCall).
+  size_t callsWithoutLock = 0;
+  std::condition_variable noCallsWithoutLock;
   LocationTable<Allocation> allocations;
   uint64_t used = 0;
   /// Bytes of the blocks of live allocations.
@@ -293,6 +337,52 @@ struct OpenCLDeviceManager::State {
     inlineDone.notify_all();
   }
 
+  /// Calls back a submission that failed before submit: ends its claim
+  /// (when \p claimed), releases \p lock (of mutex) and calls \p done with
+  /// \p error.
+  void failSubmission(std::unique_lock<std::mutex> &lock, bool claimed,
+                      CompletionCallback &done, Error error) {
+    if (claimed)
+      dropInlineClaim();
+    lock.unlock();
+    done(std::move(error));
+  }
+
+  /// Releases \p lock (of mutex) for the \p blocking calls of a transfer
+  /// into or out of \p buffer (a caller's blocking write or read, a staged
+  /// transfer's waits for its chunks), so that other threads' work does not
+  /// wait behind them; returns whether it did. The buffer is retained
+  /// meanwhile (a concurrent free must not release it under the call), and
+  /// the call is counted in callsWithoutLock: a shutdown waits for it before
+  /// it releases the queue and the staging buffers. When the driver refuses
+  /// the retain, the lock is kept.
+  bool unlockForBlockingCall(std::unique_lock<std::mutex> &lock, bool blocking,
+                             cl_mem buffer) {
+    if (!blocking || driver.retainMemObject(buffer) != CL_SUCCESS)
+      return false;
+    ++callsWithoutLock;
+    lock.unlock();
+    return true;
+  }
+
+  /// Ends unlockForBlockingCall: when it \p unlocked, releases \p buffer and
+  /// takes \p lock again.
+  void relockAfterBlockingCall(std::unique_lock<std::mutex> &lock,
+                               bool unlocked, cl_mem buffer) {
+    if (!unlocked)
+      return;
+    driver.releaseMemObject(buffer);
+    lock.lock();
+    if (--callsWithoutLock == 0)
+      noCallsWithoutLock.notify_all();
+  }
+
+  /// Waits, with \p lock (of mutex) held, until no call is made without it:
+  /// then only the holder calls the driver's transfer entry points.
+  void waitForCallsWithoutLock(std::unique_lock<std::mutex> &lock) {
+    noCallsWithoutLock.wait(lock, [this] { return callsWithoutLock == 0; });
+  }
+
   /// Submits \p c's completion; called with \p lock (of mutex) held, after
   /// enqueueing its commands; returns with it released. Counts one command
   /// execution status (a planned fault there fails the command when it
@@ -312,15 +402,17 @@ struct OpenCLDeviceManager::State {
       lock.unlock();
       return;
     }
-    // The claimed work is the last on the queue: waiting for the queue in
-    // the driver waits for it, and its event's status is read after.
+    // Waiting for the queue in the driver waits for the claimed work (work
+    // other threads enqueue after it may be waited for too), and its
+    // event's status is read after. The claim keeps the queue alive: a
+    // shutdown waits for it.
+    lock.unlock();
     if (c.event)
       driver.finish(queue);
-    lock.unlock();
-    bool outer = deliveringInline;
-    deliveringInline = true;
+    InlineDelivery delivery{this, inlineDeliveriesHere};
+    inlineDeliveriesHere = &delivery;
     deliver(c);
-    deliveringInline = outer;
+    inlineDeliveriesHere = delivery.outer;
     dropInlineClaim();
   }
 
@@ -359,17 +451,14 @@ struct OpenCLDeviceManager::State {
     if (rc == CL_SUCCESS && c.failedStatus)
       status = *c.failedStatus;
     if (rc != CL_SUCCESS)
-      error = openCLError(rc, call, "for " + c.what);
+      error = openCLError(rc, call, "for " + c.operation.text(deviceName));
     else if (status < 0)
-      error =
-          makeError(ErrorCode::DeviceError,
-                    "command execution failed with " + openCLErrorName(status) +
-                        " (" + std::to_string(status) + ") in " + c.what);
-    if (c.after) {
-      Error afterError = c.after(error.isSuccess());
-      if (error.isSuccess())
-        error = std::move(afterError);
-    }
+      error = makeError(
+          ErrorCode::DeviceError,
+          "command execution failed with " + openCLErrorName(status) + " (" +
+              std::to_string(status) + ") in " + c.operation.text(deviceName));
+    if (c.after)
+      c.after();
     if (c.event)
       driver.releaseEvent(c.event);
     for (cl_mem m : c.retained)
@@ -425,7 +514,7 @@ struct OpenCLDeviceManager::State {
       driver.releaseMemObject(buffer);
       return openCLError(rc, "clEnqueueMapBuffer", what);
     }
-    return StagingBuffer{buffer, mapped, stagingChunk};
+    return StagingBuffer{buffer, mapped};
   }
 
   /// Unmaps and releases \p staging.
@@ -491,7 +580,9 @@ struct OpenCLDeviceManager::State {
 };
 
 OpenCLDeviceManager::OpenCLDeviceManager(DeviceConfig config)
-    : DeviceManager(std::move(config)), state_(std::make_unique<State>()) {}
+    : DeviceManager(std::move(config)), state_(std::make_unique<State>()) {
+  state_->deviceName = name();
+}
 
 OpenCLDeviceManager::~OpenCLDeviceManager() {
   shutdown();
@@ -814,32 +905,36 @@ std::vector<uint64_t> OpenCLDeviceManager::driverCalls() const {
 
 Expected<DeviceLocation> OpenCLDeviceManager::allocate(uint64_t bytes) {
   State &s = *state_;
-  std::string what = "allocating " + std::to_string(bytes) +
-                     " bytes on device '" + name() + "'";
+  auto what = [&] {
+    return "allocating " + std::to_string(bytes) + " bytes on device '" +
+           name() + "'";
+  };
   std::optional<ErrorCode> injected = s.faults.strike(FaultSite::Allocation);
   if (injected == ErrorCode::DeviceLost) {
     shutdown();
     return makeError(ErrorCode::DeviceLost,
-                     what + ": the device was lost (injected)");
+                     what() + ": the device was lost (injected)");
   }
   std::lock_guard<std::mutex> lock(s.mutex);
   if (!s.initialised || s.stopping)
     return makeError(ErrorCode::DeviceLost,
-                     what + ": the device is not running");
+                     what() + ": the device is not running");
   if (bytes == 0)
-    return makeError(ErrorCode::InvalidArgument, what + ": size 0");
+    return makeError(ErrorCode::InvalidArgument, what() + ": size 0");
   if (bytes > s.budget - s.used)
     return makeError(ErrorCode::OutOfMemory,
-                     what + ": " + std::to_string(bytes) +
+                     what() + ": " + std::to_string(bytes) +
                          " bytes requested, " + std::to_string(s.used) +
                          " of " + std::to_string(s.budget) +
                          " budget bytes already in use");
   DeviceBlock block;
-  uint64_t blockBytes =
-      s.poolLimit
-          ? blockSizeClass(bytes, std::max(MinimumBlockBytes,
-                                           std::bit_ceil(s.baseAlignment)))
-          : bytes;
+  // A block is rounded up to its size class only when the pool could keep
+  // it: one past memory-pool-bytes goes back to the driver when it is
+  // freed, so rounding it up would only hold more memory.
+  uint64_t blockBytes = blockSizeClass(
+      bytes, std::max(MinimumBlockBytes, std::bit_ceil(s.baseAlignment)));
+  if (blockBytes > s.poolLimit)
+    blockBytes = bytes;
   // An injected fault must reach the driver call it plans to fail.
   if (s.poolLimit && !injected)
     block = s.pool.take(blockBytes);
@@ -871,7 +966,7 @@ Expected<DeviceLocation> OpenCLDeviceManager::allocate(uint64_t bytes) {
     }
     if (rc != CL_SUCCESS)
       return openCLError(rc, "clCreateBuffer",
-                         "while " + what + " (max allocation " +
+                         "while " + what() + " (max allocation " +
                              std::to_string(s.info.maxAllocationBytes) +
                              " bytes)");
     ++s.poolStats.driverAllocations;
@@ -929,57 +1024,63 @@ void OpenCLDeviceManager::copyToDevice(DeviceLocation dst, const std::byte *src,
                                        uint64_t bytes,
                                        CompletionCallback done) {
   State &s = *state_;
-  std::string what = "copy of " + std::to_string(bytes) + " bytes to " +
-                     dst.toString() + " on device '" + name() + "'";
+  Completion c;
+  c.operation = {Operation::Kind::CopyToDevice, bytes, dst, {}};
+  auto what = [&] { return c.operation.text(name()); };
   std::optional<ErrorCode> injected =
       s.faults.strike(FaultSite::TransferToDevice);
   if (injected == ErrorCode::DeviceLost)
     return shutdown();
   std::unique_lock<std::mutex> lock(s.mutex);
+  // Failures from the claim on drop it before calling back.
+  bool claimed = false;
   auto fail = [&](Error e) {
-    lock.unlock();
-    done(std::move(e));
+    s.failSubmission(lock, claimed, done, std::move(e));
   };
   if (!s.initialised || s.stopping)
-    return fail(
-        makeError(ErrorCode::DeviceLost, what + ": the device is not running"));
+    return fail(makeError(ErrorCode::DeviceLost,
+                          what() + ": the device is not running"));
   const Allocation *a = s.allocations.lookup(dst);
   if (!a)
     return fail(makeError(ErrorCode::InvalidArgument,
-                          what + ": the location is stale or unknown"));
+                          what() + ": the location is stale or unknown"));
   if (bytes > a->bytes)
     return fail(makeError(ErrorCode::InvalidArgument,
-                          what + ": the allocation has only " +
+                          what() + ": the allocation has only " +
                               std::to_string(a->bytes) + " bytes"));
-  Completion c;
-  c.what = what;
+  // The allocation may go while the lock is released below: its buffer is
+  // retained for that time.
+  cl_mem buffer = a->buffer;
   cl_int rc = CL_SUCCESS;
-  // Failures from here on drop the claim before calling back.
-  bool claimed = s.claimInline();
-  auto failClaimed = [&](Error e) {
-    if (claimed)
-      s.dropInlineClaim();
-    fail(std::move(e));
-  };
+  claimed = s.claimInline();
+  // An injected fault keeps the lock: the driver fault it plans must strike
+  // this transfer's calls, not those another thread makes without the lock
+  // meanwhile (they end first).
+  if (injected)
+    s.waitForCallsWithoutLock(lock);
   if (injected && *injected == ErrorCode::OutOfMemory)
     s.driver.plan(siteFault(*injected, FaultSite::TransferToDevice,
                             OpenCLCall::EnqueueWriteBuffer));
   if (!s.pinnedStaging || isPinnedHostMemory(src, bytes)) {
-    // A caller that delivers its own completion waits in the driver.
-    rc = s.driver.enqueueWriteBuffer(s.queue, a->buffer, claimed, 0, bytes, src,
+    // A caller that delivers its own completion waits in the driver,
+    // without the lock.
+    bool unlocked = s.unlockForBlockingCall(lock, claimed && !injected, buffer);
+    rc = s.driver.enqueueWriteBuffer(s.queue, buffer, claimed, 0, bytes, src,
                                      claimed ? nullptr : &c.event);
+    s.relockAfterBlockingCall(lock, unlocked, buffer);
     if (rc != CL_SUCCESS)
-      return failClaimed(
-          openCLError(rc, "clEnqueueWriteBuffer", "during " + what));
+      return fail(openCLError(rc, "clEnqueueWriteBuffer", "during " + what()));
   } else {
     // Chunk i is copied into pinned buffer i % 2 while the driver moves
     // chunk i - 1 out of the other one.
     uint64_t chunks = (bytes + s.stagingChunk - 1) / s.stagingChunk;
     std::vector<StagingBuffer> staging;
     if (Error e = s.takeStaging(std::min<uint64_t>(chunks, 2), staging))
-      return failClaimed(std::move(e));
+      return fail(std::move(e));
     std::array<cl_event, 2> written{};
     const char *call = nullptr;
+    // The waits for the chunks are made without the lock.
+    bool unlocked = s.unlockForBlockingCall(lock, !injected, buffer);
     for (uint64_t i = 0; i < chunks && !call; ++i) {
       cl_event &pending = written[i % 2];
       if (pending) {
@@ -994,30 +1095,29 @@ void OpenCLDeviceManager::copyToDevice(DeviceLocation dst, const std::byte *src,
       uint64_t offset = i * s.stagingChunk;
       uint64_t size = std::min(s.stagingChunk, bytes - offset);
       std::memcpy(staging[i % 2].mapped, src + offset, size);
-      rc = s.driver.enqueueWriteBuffer(s.queue, a->buffer, CL_FALSE, offset,
-                                       size, staging[i % 2].mapped, &pending);
+      rc = s.driver.enqueueWriteBuffer(s.queue, buffer, CL_FALSE, offset, size,
+                                       staging[i % 2].mapped, &pending);
       if (rc != CL_SUCCESS)
         call = "clEnqueueWriteBuffer";
     }
-    if (call) {
+    if (call)
       s.driver.finish(s.queue);
+    s.relockAfterBlockingCall(lock, unlocked, buffer);
+    if (call) {
       for (cl_event e : written)
         if (e)
           s.driver.releaseEvent(e);
       s.returnStagingLocked(staging);
-      return failClaimed(openCLError(rc, call, "during " + what));
+      return fail(openCLError(rc, call, "during " + what()));
     }
     // The queue is in order: the last chunk's write completes the transfer.
     c.event = written[(chunks - 1) % 2];
     if (cl_event other = written[chunks % 2]; chunks > 1 && other)
       s.driver.releaseEvent(other);
-    c.after = [&s, staging = std::move(staging)](bool) {
-      s.returnStaging(staging);
-      return Error::success();
-    };
+    c.after = [&s, staging = std::move(staging)] { s.returnStaging(staging); };
   }
   if (c.event)
-    retainUntilDone(s.driver, s.queue, c, a->buffer);
+    retainUntilDone(s.driver, s.queue, c, buffer);
   ++s.stats.transfersToDevice;
   s.stats.bytesToDevice += bytes;
   if (injected)
@@ -1032,47 +1132,52 @@ void OpenCLDeviceManager::copyFromDevice(DeviceLocation src, std::byte *dst,
                                          uint64_t bytes,
                                          CompletionCallback done) {
   State &s = *state_;
-  std::string what = "copy of " + std::to_string(bytes) + " bytes from " +
-                     src.toString() + " on device '" + name() + "'";
+  Completion c;
+  c.operation = {Operation::Kind::CopyFromDevice, bytes, src, {}};
+  auto what = [&] { return c.operation.text(name()); };
   std::optional<ErrorCode> injected =
       s.faults.strike(FaultSite::TransferFromDevice);
   if (injected == ErrorCode::DeviceLost)
     return shutdown();
   std::unique_lock<std::mutex> lock(s.mutex);
+  // Failures from the claim on drop it before calling back.
+  bool claimed = false;
   auto fail = [&](Error e) {
-    lock.unlock();
-    done(std::move(e));
+    s.failSubmission(lock, claimed, done, std::move(e));
   };
   if (!s.initialised || s.stopping)
-    return fail(
-        makeError(ErrorCode::DeviceLost, what + ": the device is not running"));
+    return fail(makeError(ErrorCode::DeviceLost,
+                          what() + ": the device is not running"));
   const Allocation *a = s.allocations.lookup(src);
   if (!a)
     return fail(makeError(ErrorCode::InvalidArgument,
-                          what + ": the location is stale or unknown"));
+                          what() + ": the location is stale or unknown"));
   if (bytes > a->bytes)
     return fail(makeError(ErrorCode::InvalidArgument,
-                          what + ": the allocation has only " +
+                          what() + ": the allocation has only " +
                               std::to_string(a->bytes) + " bytes"));
-  Completion c;
-  c.what = what;
+  // The allocation may go while the lock is released below: its buffer is
+  // retained for that time.
+  cl_mem buffer = a->buffer;
   cl_int rc = CL_SUCCESS;
-  // Failures from here on drop the claim before calling back.
-  bool claimed = s.claimInline();
-  auto failClaimed = [&](Error e) {
-    if (claimed)
-      s.dropInlineClaim();
-    fail(std::move(e));
-  };
+  claimed = s.claimInline();
+  // An injected fault keeps the lock: the driver fault it plans must strike
+  // this transfer's calls, not those another thread makes without the lock
+  // meanwhile (they end first).
+  if (injected)
+    s.waitForCallsWithoutLock(lock);
   if (injected && *injected == ErrorCode::OutOfMemory)
     s.driver.plan(siteFault(*injected, FaultSite::TransferFromDevice,
                             OpenCLCall::EnqueueReadBuffer));
   if (!s.pinnedStaging || isPinnedHostMemory(dst, bytes)) {
-    rc = s.driver.enqueueReadBuffer(s.queue, a->buffer, claimed, 0, bytes, dst,
+    // A caller that delivers its own completion waits in the driver,
+    // without the lock.
+    bool unlocked = s.unlockForBlockingCall(lock, claimed && !injected, buffer);
+    rc = s.driver.enqueueReadBuffer(s.queue, buffer, claimed, 0, bytes, dst,
                                     claimed ? nullptr : &c.event);
+    s.relockAfterBlockingCall(lock, unlocked, buffer);
     if (rc != CL_SUCCESS)
-      return failClaimed(
-          openCLError(rc, "clEnqueueReadBuffer", "during " + what));
+      return fail(openCLError(rc, "clEnqueueReadBuffer", "during " + what()));
   } else {
     // The driver moves chunk i + 1 into one pinned buffer while chunk i is
     // copied out of the other; the data is in place when the loop ends, so
@@ -1080,15 +1185,17 @@ void OpenCLDeviceManager::copyFromDevice(DeviceLocation src, std::byte *dst,
     uint64_t chunks = (bytes + s.stagingChunk - 1) / s.stagingChunk;
     std::vector<StagingBuffer> staging;
     if (Error e = s.takeStaging(std::min<uint64_t>(chunks, 2), staging))
-      return failClaimed(std::move(e));
+      return fail(std::move(e));
     std::array<cl_event, 2> read{};
     auto enqueueChunk = [&](uint64_t i) {
       uint64_t offset = i * s.stagingChunk;
       return s.driver.enqueueReadBuffer(
-          s.queue, a->buffer, CL_FALSE, offset,
+          s.queue, buffer, CL_FALSE, offset,
           std::min(s.stagingChunk, bytes - offset), staging[i % 2].mapped,
           &read[i % 2]);
     };
+    // As to the device: the waits are made without the lock.
+    bool unlocked = s.unlockForBlockingCall(lock, !injected, buffer);
     const char *call = nullptr;
     rc = enqueueChunk(0);
     if (rc != CL_SUCCESS)
@@ -1109,18 +1216,20 @@ void OpenCLDeviceManager::copyFromDevice(DeviceLocation src, std::byte *dst,
       std::memcpy(dst + offset, staging[i % 2].mapped,
                   std::min(s.stagingChunk, bytes - offset));
     }
-    if (call) {
+    if (call)
       s.driver.finish(s.queue);
+    s.relockAfterBlockingCall(lock, unlocked, buffer);
+    if (call) {
       for (cl_event e : read)
         if (e)
           s.driver.releaseEvent(e);
       s.returnStagingLocked(staging);
-      return failClaimed(openCLError(rc, call, "during " + what));
+      return fail(openCLError(rc, call, "during " + what()));
     }
     s.returnStagingLocked(staging);
   }
   if (c.event)
-    retainUntilDone(s.driver, s.queue, c, a->buffer);
+    retainUntilDone(s.driver, s.queue, c, buffer);
   ++s.stats.transfersFromDevice;
   s.stats.bytesFromDevice += bytes;
   if (injected)
@@ -1191,27 +1300,29 @@ void OpenCLDeviceManager::execute(const Function &function,
                                   std::vector<RunArgument> arguments,
                                   CompletionCallback done) {
   State &s = *state_;
-  std::string what =
-      "run of network '" + function.name() + "' on device '" + name() + "'";
+  Completion c;
+  c.operation.network = function.name();
+  auto what = [&] { return c.operation.text(name()); };
   std::optional<ErrorCode> injected = s.faults.strike(FaultSite::Run);
   if (injected == ErrorCode::DeviceLost)
     return shutdown();
   std::unique_lock<std::mutex> lock(s.mutex);
+  // Failures from the claim on drop it before calling back.
+  bool claimed = false;
   auto fail = [&](Error e) {
-    lock.unlock();
-    done(std::move(e));
+    s.failSubmission(lock, claimed, done, std::move(e));
   };
   if (!s.initialised || s.stopping)
-    return fail(
-        makeError(ErrorCode::DeviceLost, what + ": the device is not running"));
+    return fail(makeError(ErrorCode::DeviceLost,
+                          what() + ": the device is not running"));
   auto found = s.functions.find(function.name());
   if (found == s.functions.end())
     return fail(makeError(ErrorCode::InvalidArgument,
-                          what + ": the network was not compiled here"));
+                          what() + ": the network was not compiled here"));
   const PreparedFunction &prepared = found->second;
   if (arguments.size() != prepared.placeholderBytes.size())
     return fail(makeError(ErrorCode::InvalidArgument,
-                          what + ": " + std::to_string(arguments.size()) +
+                          what() + ": " + std::to_string(arguments.size()) +
                               " arguments for " +
                               std::to_string(prepared.placeholderBytes.size()) +
                               " placeholders"));
@@ -1220,17 +1331,19 @@ void OpenCLDeviceManager::execute(const Function &function,
   for (size_t i = 0; i < arguments.size(); ++i) {
     const RunArgument &arg = arguments[i];
     const Allocation *a = s.allocations.lookup(arg.location);
-    std::string which = what + ": argument " + std::to_string(i) + " at " +
-                        arg.location.toString();
+    auto which = [&] {
+      return what() + ": argument " + std::to_string(i) + " at " +
+             arg.location.toString();
+    };
     if (!a)
       return fail(makeError(ErrorCode::InvalidArgument,
-                            which + " is stale or unknown"));
+                            which() + " is stale or unknown"));
     uint64_t elementBytes = prepared.placeholderElementBytes[i];
     if (arg.offsetBytes % elementBytes != 0 || arg.offsetBytes > a->bytes ||
         prepared.placeholderBytes[i] > a->bytes - arg.offsetBytes)
       return fail(makeError(
           ErrorCode::InvalidArgument,
-          which + ": " + std::to_string(prepared.placeholderBytes[i]) +
+          which() + ": " + std::to_string(prepared.placeholderBytes[i]) +
               " bytes at offset " + std::to_string(arg.offsetBytes) +
               " do not fit its " + std::to_string(a->bytes) + " bytes"));
     buffers.push_back(a->buffer);
@@ -1238,19 +1351,11 @@ void OpenCLDeviceManager::execute(const Function &function,
   }
   if (prepared.nodes.empty())
     return fail(injected ? makeError(*injected,
-                                     what + ": injected " +
+                                     what() + ": injected " +
                                          std::string(errorCodeName(*injected)))
                          : Error::success());
 
-  Completion c;
-  c.what = what;
-  // Failures from here on drop the claim before calling back.
-  bool claimed = s.claimInline();
-  auto failClaimed = [&](Error e) {
-    if (claimed)
-      s.dropInlineClaim();
-    fail(std::move(e));
-  };
+  claimed = s.claimInline();
   for (size_t n = 0; n < prepared.nodes.size(); ++n) {
     const PreparedNode &node = prepared.nodes[n];
     cl_kernel kernel = s.kernels[static_cast<unsigned>(node.kernel)];
@@ -1271,9 +1376,9 @@ void OpenCLDeviceManager::execute(const Function &function,
       rc = setScaleFactor(s.driver, kernel, arg++, node.kind, node.factor);
     if (rc != CL_SUCCESS) {
       s.driver.finish(s.queue);
-      return failClaimed(openCLError(
-          rc, "clSetKernelArg",
-          std::string("of ") + kernelName(node.kernel) + " in " + what));
+      return fail(openCLError(rc, "clSetKernelArg",
+                              std::string("of ") + kernelName(node.kernel) +
+                                  " in " + what()));
     }
     size_t global = node.elements;
     bool last = n + 1 == prepared.nodes.size();
@@ -1284,9 +1389,9 @@ void OpenCLDeviceManager::execute(const Function &function,
                                        last ? &c.event : nullptr);
     if (rc != CL_SUCCESS) {
       s.driver.finish(s.queue);
-      return failClaimed(openCLError(
-          rc, "clEnqueueNDRangeKernel",
-          std::string("of ") + kernelName(node.kernel) + " in " + what));
+      return fail(openCLError(rc, "clEnqueueNDRangeKernel",
+                              std::string("of ") + kernelName(node.kernel) +
+                                  " in " + what()));
     }
   }
   for (cl_mem b : buffers)
@@ -1306,10 +1411,13 @@ void OpenCLDeviceManager::execute(const Function &function,
 void OpenCLDeviceManager::shutdownBackend() {
   State &s = *state_;
   {
-    std::lock_guard<std::mutex> lock(s.mutex);
+    std::unique_lock<std::mutex> lock(s.mutex);
     if (!s.initialised || s.stopping)
       return;
     s.stopping = true;
+    // Transfers making blocking calls without the lock use the queue and
+    // their staging buffers: they end (and submit their completions) first.
+    s.waitForCallsWithoutLock(lock);
   }
   // No submission can start now; let the queued work finish and deliver it
   // (the completion thread waits on each command even if this fails).
@@ -1326,7 +1434,7 @@ void OpenCLDeviceManager::shutdownBackend() {
   } else {
     s.completionThread.join();
   }
-  if (!deliveringInline) {
+  if (!deliveringInlineFor(&s)) {
     // A caller delivering its own completion finishes it before the
     // memory goes (one that shuts down from inside its callback is done
     // with its commands).

@@ -202,14 +202,13 @@ public:
                                event);
   }
   /// Copies between two buffers. Every copy counts as a device-to-device
-  /// copy (deviceCopies()) unless \p staging says one of the buffers is a
-  /// host staging buffer, so a copy added anywhere is counted.
+  /// copy (deviceCopies()), so a copy added anywhere is counted.
   cl_int enqueueCopyBuffer(cl_command_queue q, cl_mem from, cl_mem to,
-                           size_t size, cl_event *event, bool staging) {
+                           size_t size, cl_event *event) {
     if (auto st = strike(OpenCLCall::EnqueueCopyBuffer))
       return *st;
     cl_int rc = clEnqueueCopyBuffer(q, from, to, 0, 0, size, 0, nullptr, event);
-    if (rc == CL_SUCCESS && !staging)
+    if (rc == CL_SUCCESS)
       deviceCopies_.fetch_add(1, std::memory_order_relaxed);
     return rc;
   }

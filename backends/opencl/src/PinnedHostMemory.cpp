@@ -76,19 +76,20 @@ public:
     // Mapped memory is page-aligned on the drivers seen so far; the extra
     // bytes keep the promise of 64-byte alignment on any other.
     size_t total = bytes + StorageAlignment;
-    std::string what =
-        "(" + std::to_string(bytes) + " bytes of " + describe() + ")";
+    auto what = [&] {
+      return "(" + std::to_string(bytes) + " bytes of " + describe() + ")";
+    };
     cl_int rc = CL_SUCCESS;
     cl_mem buffer = driver_.createBuffer(
         context_, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, total, &rc);
     if (rc != CL_SUCCESS)
-      return openCLError(rc, "clCreateBuffer", what);
+      return openCLError(rc, "clCreateBuffer", what());
     void *mapped = driver_.enqueueMapBuffer(queue_, buffer, CL_TRUE,
                                             CL_MAP_READ | CL_MAP_WRITE, total,
                                             nullptr, &rc);
     if (rc != CL_SUCCESS) {
       driver_.releaseMemObject(buffer);
-      return openCLError(rc, "clEnqueueMapBuffer", what);
+      return openCLError(rc, "clEnqueueMapBuffer", what());
     }
     uintptr_t start =
         (reinterpret_cast<uintptr_t>(mapped) + StorageAlignment - 1) /
@@ -102,8 +103,13 @@ public:
         PinnedRanges::instance().remove(reinterpret_cast<uintptr_t>(data));
     if (!range)
       return;
+    // No wait for the unmap: the driver deletes the buffer once its
+    // reference is gone and the commands using it (the unmap) are done, and
+    // no transfer can still use the memory (the tensor's storage outlives
+    // its transfers). The flush submits the unmap now rather than with the
+    // queue's next command.
     driver_.enqueueUnmapMemObject(queue_, range->buffer, range->mapped);
-    driver_.finish(queue_);
+    driver_.flush(queue_);
     driver_.releaseMemObject(range->buffer);
   }
 

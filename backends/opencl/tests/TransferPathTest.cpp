@@ -18,6 +18,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <future>
 #include <numeric>
 #include <thread>
 
@@ -248,6 +252,94 @@ TEST(OpenCLPool, ShutdownGivesEveryBlockBack) {
   EXPECT_EQ(kept.residencySnapshot().state, ResidencyState::Lost);
 }
 
+TEST(OpenCLPool, ADriverOutOfMemoryGivesTheCachedBlocksBackAndRetries) {
+  auto device = openDevice(configNamed("cl"));
+  ASSERT_TRUE(device);
+  Expected<DeviceLocation> cached = device->allocateDeviceMemory(1000);
+  ASSERT_TRUE(cached.hasValue());
+  ASSERT_TRUE(device->releaseDeviceMemory(*cached).isSuccess());
+  ASSERT_EQ(device->poolStats().cachedBytes, 1024u);
+
+  // The driver runs out once: the cached block goes back and the call is
+  // made again, successfully (5000 bytes are another size class).
+  uint64_t creates = callsOf(*device, OpenCLCall::CreateBuffer);
+  ASSERT_TRUE(device
+                  ->injectDriverFault({OpenCLCall::CreateBuffer, 1,
+                                       CL_MEM_OBJECT_ALLOCATION_FAILURE})
+                  .isSuccess());
+  Expected<DeviceLocation> retried = device->allocateDeviceMemory(5000);
+  ASSERT_TRUE(retried.hasValue()) << retried.takeError().toString();
+  EXPECT_EQ(callsOf(*device, OpenCLCall::CreateBuffer) - creates, 2u);
+  OpenCLPoolStats pool = device->poolStats();
+  EXPECT_EQ(pool.cachedBytes, 0u);
+  EXPECT_EQ(pool.driverReleases, 1u);
+  EXPECT_EQ(pool.driverAllocations, 2u);
+  EXPECT_EQ(device->usedMemory(), 5000u);
+  ASSERT_TRUE(device->releaseDeviceMemory(*retried).isSuccess());
+  ASSERT_GT(device->poolStats().cachedBytes, 0u);
+
+  // It runs out again on the retry: OutOfMemory, with nothing cached or
+  // held after it.
+  creates = callsOf(*device, OpenCLCall::CreateBuffer);
+  for (int i = 0; i < 2; ++i)
+    ASSERT_TRUE(device
+                    ->injectDriverFault({OpenCLCall::CreateBuffer, 1,
+                                         CL_MEM_OBJECT_ALLOCATION_FAILURE})
+                    .isSuccess());
+  Expected<DeviceLocation> failed = device->allocateDeviceMemory(20000);
+  ASSERT_FALSE(failed.hasValue());
+  Error e = failed.takeError();
+  EXPECT_EQ(e.code(), ErrorCode::OutOfMemory);
+  EXPECT_NE(e.message().find("clCreateBuffer"), std::string::npos)
+      << e.message();
+  EXPECT_NE(e.message().find("allocating 20000 bytes"), std::string::npos)
+      << e.message();
+  EXPECT_EQ(callsOf(*device, OpenCLCall::CreateBuffer) - creates, 2u);
+  EXPECT_EQ(device->poolStats().cachedBytes, 0u);
+  EXPECT_EQ(device->usedMemory(), 0u);
+  EXPECT_EQ(device->physicalMemoryInUse(), 0u);
+  EXPECT_EQ(device->liveAllocations(), 0u);
+
+  // With nothing cached there is nothing to give back: no second call.
+  creates = callsOf(*device, OpenCLCall::CreateBuffer);
+  ASSERT_TRUE(device
+                  ->injectDriverFault({OpenCLCall::CreateBuffer, 1,
+                                       CL_MEM_OBJECT_ALLOCATION_FAILURE})
+                  .isSuccess());
+  EXPECT_EQ(device->allocateDeviceMemory(3000).takeError().code(),
+            ErrorCode::OutOfMemory);
+  EXPECT_EQ(callsOf(*device, OpenCLCall::CreateBuffer) - creates, 1u);
+  Expected<DeviceLocation> after = device->allocateDeviceMemory(3000);
+  ASSERT_TRUE(after.hasValue());
+  ASSERT_TRUE(device->releaseDeviceMemory(*after).isSuccess());
+}
+
+TEST(OpenCLPool, ABlockPastTheLimitIsNotRoundedUpAndTheLimitIsExact) {
+  auto device =
+      openDevice(configNamed("capped", {{"memory-pool-bytes", "1000"}}));
+  ASSERT_TRUE(device);
+  // 900 bytes round up to a class of 1024, which the pool could never
+  // keep: the block has the exact size, and the pool keeps and reuses it.
+  Expected<DeviceLocation> a = device->allocateDeviceMemory(900);
+  ASSERT_TRUE(a.hasValue());
+  EXPECT_EQ(device->physicalMemoryInUse(), 900u);
+  ASSERT_TRUE(device->releaseDeviceMemory(*a).isSuccess());
+  EXPECT_EQ(device->poolStats().cachedBytes, 900u);
+  a = device->allocateDeviceMemory(900);
+  ASSERT_TRUE(a.hasValue());
+  EXPECT_EQ(device->poolStats().reuses, 1u);
+  Expected<DeviceLocation> b = device->allocateDeviceMemory(500);
+  ASSERT_TRUE(b.hasValue());
+  EXPECT_EQ(device->physicalMemoryInUse(), 900u + 512u);
+  ASSERT_TRUE(device->releaseDeviceMemory(*a).isSuccess());
+  ASSERT_TRUE(device->releaseDeviceMemory(*b).isSuccess());
+  OpenCLPoolStats pool = device->poolStats();
+  EXPECT_LE(pool.cachedBytes, 1000u);
+  EXPECT_EQ(pool.reservedBytes, pool.cachedBytes);
+  // Past the default limit too: a class above 1 GiB is not rounded up.
+  EXPECT_GT(blockSizeClass((uint64_t(1) << 30) + 1, 512), uint64_t(1) << 30);
+}
+
 TEST(OpenCLPool, BadPoolParametersAreRejected) {
   OpenCLDeviceManager bad(configNamed("bad", {{"memory-pool-bytes", "lots"}}));
   Error e = bad.init();
@@ -426,6 +518,124 @@ TEST(OpenCLCompletion, AWaitingCallerDoesNotOvertakeEarlierCompletions) {
   ASSERT_TRUE(e.isSuccess()) << e.toString();
   big.residency().waitUntilIdle();
   EXPECT_EQ(order, (std::vector<std::string>{"big", "small"}));
+}
+
+TEST(OpenCLCompletion, AShutdownWaitsForTheInlineDeliveriesOfItsOwnManager) {
+  // Thread t delivers b's completion itself and is held inside its
+  // callback; this thread, delivering a's completion itself, shuts b down
+  // from a's callback. Delivering a's completion does not exempt b's
+  // shutdown from waiting for t's delivery of b's.
+  auto a = openDevice(configNamed("a"));
+  auto b = openDevice(configNamed("b"));
+  ASSERT_TRUE(a && b);
+  Tensor ta(ElemKind::Float32, {16}, "ta"), tb(ElemKind::Float32, {16}, "tb");
+  std::promise<void> insideB, releaseB;
+  std::shared_future<void> released = releaseB.get_future().share();
+  std::atomic<bool> bDelivered{false};
+  std::thread t([&] {
+    Error e = waitForCompletion([&](CompletionCallback done) {
+      b->transferToDevice(tb, std::nullopt, [&, done](Error error) {
+        insideB.set_value();
+        released.wait();
+        bDelivered = true;
+        done(std::move(error));
+      });
+    });
+    EXPECT_TRUE(e.isSuccess()) << e.toString();
+  });
+  insideB.get_future().wait();
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    releaseB.set_value();
+  });
+  bool deliveredBeforeShutdownReturned = false;
+  Error e = waitForCompletion([&](CompletionCallback done) {
+    a->transferToDevice(ta, std::nullopt, [&, done](Error error) {
+      b->shutdown();
+      deliveredBeforeShutdownReturned = bDelivered;
+      done(std::move(error));
+    });
+  });
+  releaser.join();
+  t.join();
+  ASSERT_TRUE(e.isSuccess()) << e.toString();
+  EXPECT_TRUE(deliveredBeforeShutdownReturned);
+  EXPECT_EQ(ta.residencySnapshot().state, ResidencyState::Device);
+  EXPECT_EQ(tb.residencySnapshot().state, ResidencyState::Lost);
+}
+
+TEST(OpenCLCompletion, BlockingTransfersOfSeveralThreadsKeepTheirContents) {
+  // Each thread's synchronous transfers are blocking driver calls made
+  // without the device's lock, side by side with the other threads' ones.
+  auto device = openDevice(configNamed("cl"));
+  ASSERT_TRUE(device);
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int k = 0; k < 4; ++k)
+    threads.emplace_back([&, k] {
+      for (int round = 0; round < 20; ++round) {
+        Tensor t(ElemKind::Int32, {size_t(4096 + 64 * k)}, "t");
+        std::vector<int32_t> values = iota(4096 + 64 * k, k * 100000 + round);
+        std::memcpy(t.mutableHostBytes().data(), values.data(),
+                    values.size() * sizeof(int32_t));
+        if (!transferToDeviceSync(*device, t).isSuccess() ||
+            !transferFromDeviceSync(*device, t).isSuccess() ||
+            std::memcmp(t.hostBytes().data(), values.data(),
+                        values.size() * sizeof(int32_t)) != 0)
+          ++failures;
+      }
+    });
+  for (std::thread &thread : threads)
+    thread.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(device->liveAllocations(), 0u);
+  EXPECT_EQ(device->usedMemory(), 0u);
+  // The buffers retained for the calls made without the lock are released.
+  EXPECT_EQ(callsOf(*device, OpenCLCall::RetainMemObject),
+            callsOf(*device, OpenCLCall::ReleaseMemObject));
+}
+
+TEST(OpenCLCompletion, AShutdownWaitsForStagedTransfersOfOtherThreads) {
+  // Staged transfers wait for their chunks without the device's lock; a
+  // shutdown that another thread starts meanwhile waits for them before
+  // the queue and the staging buffers go, and each completes exactly once.
+  auto device = openDevice(configNamed(
+      "cl", {{"pinned-staging", "1"}, {"staging-chunk-bytes", "4096"}}));
+  ASSERT_TRUE(device);
+  constexpr int Threads = 3, PerThread = 8;
+  std::vector<std::vector<Tensor>> tensors(Threads);
+  for (auto &mine : tensors)
+    for (int i = 0; i < PerThread; ++i)
+      mine.emplace_back(ElemKind::Float32, std::vector<size_t>{1 << 14}, "t");
+  std::atomic<int> calls{0}, succeeded{0}, lost{0};
+  std::atomic<bool> started{false};
+  std::vector<std::thread> threads;
+  for (int k = 0; k < Threads; ++k)
+    threads.emplace_back([&, k] {
+      for (Tensor &t : tensors[k]) {
+        device->transferToDevice(t, std::nullopt, [&](Error e) {
+          ++calls;
+          if (e.isSuccess())
+            ++succeeded;
+          else if (e.code() == ErrorCode::DeviceLost)
+            ++lost;
+        });
+        started = true;
+      }
+    });
+  while (!started)
+    std::this_thread::yield();
+  device->shutdown();
+  for (std::thread &thread : threads)
+    thread.join();
+  for (auto &mine : tensors)
+    for (Tensor &t : mine)
+      t.residency().waitUntilIdle();
+  EXPECT_EQ(calls.load(), Threads * PerThread);
+  EXPECT_EQ(succeeded.load() + lost.load(), Threads * PerThread);
+  EXPECT_EQ(device->liveAllocations(), 0u);
+  EXPECT_EQ(device->usedMemory(), 0u);
+  EXPECT_EQ(device->operationsInFlight(), 0u);
 }
 
 } // namespace

@@ -28,6 +28,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -190,14 +191,22 @@ private:
 
   std::shared_ptr<PendingOperation> beginOperation(std::string what,
                                                    CompletionCallback then);
+  std::shared_ptr<PendingOperation> beginOperation(const char *operation,
+                                                   const TensorStorage &storage,
+                                                   CompletionCallback then);
   CompletionCallback completionFor(std::shared_ptr<PendingOperation> op);
   void finishOperation(const std::shared_ptr<PendingOperation> &op, Error e);
   void abandonAll();
   bool registerResident(const std::shared_ptr<TensorStorage> &storage,
                         DeviceLocation location);
-  void unregisterResident(const TensorStorage *storage);
+  void unregisterResident(const TensorStorage *storage,
+                          DeviceLocation location);
   void noteBackgroundError(Error error);
-  Error releaseFromRecord(DeviceLocation location, const std::string &what);
+  Error releaseFromRecord(DeviceLocation location,
+                          const TensorStorage &storage);
+  Error releaseFromRecord(DeviceLocation location, std::string_view what);
+  Error releaseFailure(Error e, std::string_view what,
+                       DeviceLocation location) const;
   Error checkTransferable(const Tensor &tensor, const char *operation) const;
   void moveHere(std::shared_ptr<TensorStorage> storage,
                 std::optional<DeviceLocation> location,
@@ -216,10 +225,15 @@ private:
   DeviceConfig config_;
   std::atomic<bool> shutDown_{false};
 
+  /// A record resident here.
+  struct Resident {
+    const TensorStorage *storage;
+    std::weak_ptr<TensorStorage> weak;
+  };
+
   mutable std::mutex mutex_;
-  std::unordered_map<const TensorStorage *, std::weak_ptr<TensorStorage>>
-      resident_;
-  std::unordered_map<uint64_t, const TensorStorage *> recordLocations_;
+  /// The records resident here, by the value of their location.
+  std::unordered_map<uint64_t, Resident> resident_;
   std::vector<std::shared_ptr<PendingOperation>> pending_;
   std::vector<Error> backgroundErrors_;
   std::map<std::string, std::shared_ptr<const Function>> networks_;

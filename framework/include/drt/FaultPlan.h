@@ -4,6 +4,7 @@
 
 #include "drt/DeviceConfig.h"
 
+#include <atomic>
 #include <mutex>
 #include <optional>
 #include <vector>
@@ -31,6 +32,9 @@ private:
   };
   mutable std::mutex mutex_;
   std::vector<Planned> planned_;
+  /// True while a fault is planned: strike's fast path, with none planned,
+  /// takes no lock.
+  std::atomic<bool> armed_{false};
 };
 
 } // namespace drt

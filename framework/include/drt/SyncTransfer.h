@@ -8,6 +8,7 @@
 #include <initializer_list>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace drt {
 
@@ -22,7 +23,7 @@ Error waitForCompletion(const std::function<void(CompletionCallback)> &start);
 /// back by the time \p start returns never will: DeviceError naming the
 /// first device and \p what is returned instead of blocking for ever.
 Error waitForCompletionOn(std::initializer_list<const DeviceManager *> devices,
-                          const std::string &what,
+                          std::string_view what,
                           const std::function<void(CompletionCallback)> &start);
 
 /// True on a thread that is starting work inside waitForCompletion or
