@@ -14,7 +14,8 @@
 //      drt_staged  the same with pinned-staging=1 (chunked staging)
 //      drt_pinned  a tensor with pinned host storage (pinnedHostMemory())
 //      memcpy      a host memcpy of the bytes, pre-faulted
-//    and DIRECTION to_device, from_device or round_trip;
+//    and DIRECTION to_device, from_device or round_trip (a from_device
+//    read follows an upload that is not timed, on every side);
 //  - chain/MECHANISM/N: N dependent runs of a scale over 16 MiB of f32 with
 //    one upload before and one read-back after: raw (the same kernel from
 //    the backend's program enqueued N times, one blocking read),
@@ -151,6 +152,12 @@ void rawTransfer(benchmark::State &state, Direction direction, bool pinned) {
   clEnqueueWriteBuffer(device.queue, target, CL_TRUE, 0, bytes, host, 0,
                        nullptr, nullptr);
   for (auto _ : state) {
+    // As on the drt side, whose read-back releases the device copy, a read
+    // follows an upload that is not timed: a blocking write of pageable
+    // memory may return before its DMA is done, and the read waits for it.
+    if (direction == Direction::FromDevice)
+      rc |= clEnqueueWriteBuffer(device.queue, target, CL_TRUE, 0, bytes, host,
+                                 0, nullptr, nullptr);
     auto start = Clock::now();
     if (direction != Direction::FromDevice)
       rc |= clEnqueueWriteBuffer(device.queue, target, CL_TRUE, 0, bytes, host,
