@@ -37,6 +37,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 namespace drt::opencl {
@@ -284,8 +285,10 @@ struct OpenCLDeviceManager::State {
   bool initialised = false;
   bool stopping = false;
   /// Blocking calls of transfers made without the lock
-  /// (unlockForBlockingCall).
+  /// (unlockForBlockingCall), and the buffers they move data into or out
+  /// of, once per call.
   size_t callsWithoutLock = 0;
+  std::multiset<cl_mem> buffersWithoutLock;
   std::condition_variable noCallsWithoutLock;
   LocationTable<Allocation> allocations;
   uint64_t used = 0;
@@ -352,27 +355,37 @@ struct OpenCLDeviceManager::State {
   /// into or out of \p buffer (a caller's blocking write or read, a staged
   /// transfer's waits for its chunks), so that other threads' work does not
   /// wait behind them; returns whether it did. The buffer is retained
-  /// meanwhile (a concurrent free must not release it under the call), and
-  /// the call is counted in callsWithoutLock: a shutdown waits for it before
-  /// it releases the queue and the staging buffers. When the driver refuses
-  /// the retain, the lock is kept.
+  /// meanwhile (a concurrent free must not release it under the call) and
+  /// listed in buffersWithoutLock (a concurrent free must not give it to
+  /// the pool either, whence another allocation would take it while this
+  /// call still writes into it), and the call is counted in
+  /// callsWithoutLock: a shutdown waits for it before it releases the queue
+  /// and the staging buffers. When the driver refuses the retain, the lock
+  /// is kept.
   bool unlockForBlockingCall(std::unique_lock<std::mutex> &lock, bool blocking,
                              cl_mem buffer) {
     if (!blocking || driver.retainMemObject(buffer) != CL_SUCCESS)
       return false;
     ++callsWithoutLock;
+    buffersWithoutLock.insert(buffer);
     lock.unlock();
     return true;
   }
 
-  /// Ends unlockForBlockingCall: when it \p unlocked, releases \p buffer and
-  /// takes \p lock again.
+  /// Ends unlockForBlockingCall: when it \p unlocked, takes \p lock again
+  /// and releases \p buffer, or, given \p keep, hands the retain to it (a
+  /// command of the transfer still runs: the buffer must outlive it).
   void relockAfterBlockingCall(std::unique_lock<std::mutex> &lock,
-                               bool unlocked, cl_mem buffer) {
+                               bool unlocked, cl_mem buffer,
+                               Completion *keep = nullptr) {
     if (!unlocked)
       return;
-    driver.releaseMemObject(buffer);
     lock.lock();
+    buffersWithoutLock.erase(buffersWithoutLock.find(buffer));
+    if (keep)
+      keep->retained.push_back(buffer);
+    else
+      driver.releaseMemObject(buffer);
     if (--callsWithoutLock == 0)
       noCallsWithoutLock.notify_all();
   }
@@ -990,7 +1003,9 @@ Error OpenCLDeviceManager::free(DeviceLocation location) {
   ++s.stats.frees;
   // The location is stale from now on (the table's generation check), so a
   // block reused for another allocation is never reachable through it.
-  if (a->blockBytes <= s.poolLimit) {
+  // A block a transfer still moves data into or out of without the lock
+  // goes back to the driver, whose release waits for that call's own.
+  if (a->blockBytes <= s.poolLimit && !s.buffersWithoutLock.count(a->buffer)) {
     uint64_t cached = s.pool.cachedBytes() + a->blockBytes;
     if (cached > s.poolLimit)
       s.releaseBlocks(s.pool.evict(cached - s.poolLimit));
@@ -1032,6 +1047,12 @@ void OpenCLDeviceManager::copyToDevice(DeviceLocation dst, const std::byte *src,
   if (injected == ErrorCode::DeviceLost)
     return shutdown();
   std::unique_lock<std::mutex> lock(s.mutex);
+  // An injected fault keeps the lock: the driver fault it plans must strike
+  // this transfer's calls, not those another thread makes without the lock
+  // meanwhile. They end first, before the checks below (the wait releases
+  // the lock: a shutdown or a free may come meanwhile).
+  if (injected)
+    s.waitForCallsWithoutLock(lock);
   // Failures from the claim on drop it before calling back.
   bool claimed = false;
   auto fail = [&](Error e) {
@@ -1052,12 +1073,8 @@ void OpenCLDeviceManager::copyToDevice(DeviceLocation dst, const std::byte *src,
   // retained for that time.
   cl_mem buffer = a->buffer;
   cl_int rc = CL_SUCCESS;
+  bool retainedForCompletion = false;
   claimed = s.claimInline();
-  // An injected fault keeps the lock: the driver fault it plans must strike
-  // this transfer's calls, not those another thread makes without the lock
-  // meanwhile (they end first).
-  if (injected)
-    s.waitForCallsWithoutLock(lock);
   if (injected && *injected == ErrorCode::OutOfMemory)
     s.driver.plan(siteFault(*injected, FaultSite::TransferToDevice,
                             OpenCLCall::EnqueueWriteBuffer));
@@ -1102,7 +1119,10 @@ void OpenCLDeviceManager::copyToDevice(DeviceLocation dst, const std::byte *src,
     }
     if (call)
       s.driver.finish(s.queue);
-    s.relockAfterBlockingCall(lock, unlocked, buffer);
+    // The last chunk's write may still run: the call's retain of the buffer
+    // passes to the completion.
+    s.relockAfterBlockingCall(lock, unlocked, buffer, call ? nullptr : &c);
+    retainedForCompletion = unlocked && !call;
     if (call) {
       for (cl_event e : written)
         if (e)
@@ -1116,7 +1136,7 @@ void OpenCLDeviceManager::copyToDevice(DeviceLocation dst, const std::byte *src,
       s.driver.releaseEvent(other);
     c.after = [&s, staging = std::move(staging)] { s.returnStaging(staging); };
   }
-  if (c.event)
+  if (c.event && !retainedForCompletion)
     retainUntilDone(s.driver, s.queue, c, buffer);
   ++s.stats.transfersToDevice;
   s.stats.bytesToDevice += bytes;
@@ -1140,6 +1160,12 @@ void OpenCLDeviceManager::copyFromDevice(DeviceLocation src, std::byte *dst,
   if (injected == ErrorCode::DeviceLost)
     return shutdown();
   std::unique_lock<std::mutex> lock(s.mutex);
+  // An injected fault keeps the lock: the driver fault it plans must strike
+  // this transfer's calls, not those another thread makes without the lock
+  // meanwhile. They end first, before the checks below (the wait releases
+  // the lock: a shutdown or a free may come meanwhile).
+  if (injected)
+    s.waitForCallsWithoutLock(lock);
   // Failures from the claim on drop it before calling back.
   bool claimed = false;
   auto fail = [&](Error e) {
@@ -1161,11 +1187,6 @@ void OpenCLDeviceManager::copyFromDevice(DeviceLocation src, std::byte *dst,
   cl_mem buffer = a->buffer;
   cl_int rc = CL_SUCCESS;
   claimed = s.claimInline();
-  // An injected fault keeps the lock: the driver fault it plans must strike
-  // this transfer's calls, not those another thread makes without the lock
-  // meanwhile (they end first).
-  if (injected)
-    s.waitForCallsWithoutLock(lock);
   if (injected && *injected == ErrorCode::OutOfMemory)
     s.driver.plan(siteFault(*injected, FaultSite::TransferFromDevice,
                             OpenCLCall::EnqueueReadBuffer));

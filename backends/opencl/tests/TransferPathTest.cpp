@@ -639,3 +639,45 @@ TEST(OpenCLCompletion, AShutdownWaitsForStagedTransfersOfOtherThreads) {
 }
 
 } // namespace
+
+TEST(OpenCLCompletion, AFreeDuringAStagedUploadLeavesOtherAllocationsAlone) {
+  // A caller that frees a raw location while its staged upload still writes
+  // chunks into it without the device's lock: the block must not reach
+  // another allocation through the pool, whose contents the upload's late
+  // chunks would overwrite.
+  auto device = openDevice(configNamed(
+      "cl", {{"pinned-staging", "1"}, {"staging-chunk-bytes", "4096"}}));
+  ASSERT_TRUE(device);
+  constexpr size_t Elements = 1 << 18;
+  constexpr uint64_t Bytes = Elements * sizeof(int32_t);
+  int freedDuringTheUpload = 0;
+  for (int round = 0; round < 20; ++round) {
+    Expected<DeviceLocation> raw = device->allocateDeviceMemory(Bytes);
+    ASSERT_TRUE(raw) << raw.takeError().toString();
+    DeviceLocation location = *raw;
+    Tensor uploaded(ElemKind::Int32, {Elements}, "uploaded");
+    fill(uploaded, iota(Elements, -round * 1000000));
+    std::atomic<bool> uploading{false};
+    std::thread upload([&] {
+      uploading = true;
+      (void)transferToDeviceSync(*device, uploaded, location);
+    });
+    while (!uploading || device->operationsInFlight() == 0)
+      std::this_thread::yield();
+    if (device->releaseDeviceMemory(location).isSuccess() &&
+        device->operationsInFlight() > 0)
+      ++freedDuringTheUpload;
+    Tensor other(ElemKind::Int32, {Elements}, "other");
+    fill(other, iota(Elements, round * 1000000));
+    Error e = transferToDeviceSync(*device, other);
+    upload.join();
+    uploaded.residency().waitUntilIdle();
+    if (!e)
+      e = transferFromDeviceSync(*device, other);
+    ASSERT_TRUE(e.isSuccess()) << e.toString();
+    EXPECT_EQ(contents<int32_t>(other), iota(Elements, round * 1000000))
+        << "round " << round;
+  }
+  std::printf("frees made while the upload was in flight: %d of 20\n",
+              freedDuringTheUpload);
+}
