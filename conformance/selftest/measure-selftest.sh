@@ -16,7 +16,7 @@ for seed in $(seq 1 "$seeds"); do
     sed -nE 's/^[0-9]+: mutant ([^ ]+) killed by ([^ ]+) in ([0-9]+) ms; minimal scenario of ([0-9]+) steps.*/\1 \2 \3 \4/p' \
       >> "$results" || true
 done
-tests=$(ctest --test-dir "$build" -L selftest -N | sed -nE 's/.*Test +#[0-9]+: selftest\.((backend|framework)\.[^ ]+).*/\1/p' | sort)
+tests=$(ctest --test-dir "$build" -L selftest -N | sed -nE 's/.*Test +#[0-9]+: selftest\.((backend|framework)\.[a-z0-9-]+)( .*|$)/\1/p' | sort)
 printf '| mutant | caught by | median time | slowest | median steps | most steps | killed |\n'
 printf '|---|---|---|---|---|---|---|\n'
 for name in $tests; do
