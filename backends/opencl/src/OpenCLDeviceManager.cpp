@@ -284,10 +284,8 @@ struct OpenCLDeviceManager::State {
   mutable std::mutex mutex;
   bool initialised = false;
   bool stopping = false;
-  /// Blocking calls of transfers made without the lock
-  /// (unlockForBlockingCall), and the buffers they move data into or out
-  /// of, once per call.
-  size_t callsWithoutLock = 0;
+  /// The buffers that blocking calls of transfers made without the lock
+  /// (unlockForBlockingCall) move data into or out of, once per call.
   std::multiset<cl_mem> buffersWithoutLock;
   std::condition_variable noCallsWithoutLock;
   LocationTable<Allocation> allocations;
@@ -358,15 +356,13 @@ struct OpenCLDeviceManager::State {
   /// meanwhile (a concurrent free must not release it under the call) and
   /// listed in buffersWithoutLock (a concurrent free must not give it to
   /// the pool either, whence another allocation would take it while this
-  /// call still writes into it), and the call is counted in
-  /// callsWithoutLock: a shutdown waits for it before it releases the queue
-  /// and the staging buffers. When the driver refuses the retain, the lock
-  /// is kept.
+  /// call still writes into it): a shutdown waits for that list to empty
+  /// before it releases the queue and the staging buffers. When the driver
+  /// refuses the retain, the lock is kept.
   bool unlockForBlockingCall(std::unique_lock<std::mutex> &lock, bool blocking,
                              cl_mem buffer) {
     if (!blocking || driver.retainMemObject(buffer) != CL_SUCCESS)
       return false;
-    ++callsWithoutLock;
     buffersWithoutLock.insert(buffer);
     lock.unlock();
     return true;
@@ -386,14 +382,15 @@ struct OpenCLDeviceManager::State {
       keep->retained.push_back(buffer);
     else
       driver.releaseMemObject(buffer);
-    if (--callsWithoutLock == 0)
+    if (buffersWithoutLock.empty())
       noCallsWithoutLock.notify_all();
   }
 
   /// Waits, with \p lock (of mutex) held, until no call is made without it:
   /// then only the holder calls the driver's transfer entry points.
   void waitForCallsWithoutLock(std::unique_lock<std::mutex> &lock) {
-    noCallsWithoutLock.wait(lock, [this] { return callsWithoutLock == 0; });
+    noCallsWithoutLock.wait(lock,
+                            [this] { return buffersWithoutLock.empty(); });
   }
 
   /// Submits \p c's completion; called with \p lock (of mutex) held, after

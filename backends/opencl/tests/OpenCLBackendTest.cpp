@@ -520,20 +520,14 @@ TEST(OpenCLCompletion, ShutdownWithWorkInFlightCompletesEachOnce) {
   for (int i = 0; i < Count; ++i)
     tensors.emplace_back(ElemKind::Float32, std::vector<size_t>{1 << 16},
                          "t" + std::to_string(i));
-  std::atomic<int> calls{0}, succeeded{0}, lost{0};
+  ShutdownTally tally;
   for (Tensor &t : tensors)
-    device->transferToDevice(t, std::nullopt, [&](Error e) {
-      ++calls;
-      if (e.isSuccess())
-        ++succeeded;
-      else if (e.code() == ErrorCode::DeviceLost)
-        ++lost;
-    });
+    device->transferToDevice(t, std::nullopt, tally.callback());
   device->shutdown();
   for (Tensor &t : tensors)
     t.residency().waitUntilIdle();
-  EXPECT_EQ(calls.load(), Count);
-  EXPECT_EQ(succeeded.load() + lost.load(), Count);
+  EXPECT_EQ(tally.calls.load(), Count);
+  EXPECT_EQ(tally.succeeded.load() + tally.lost.load(), Count);
   EXPECT_EQ(device->liveAllocations(), 0u);
   EXPECT_EQ(device->usedMemory(), 0u);
   EXPECT_EQ(device->operationsInFlight(), 0u);

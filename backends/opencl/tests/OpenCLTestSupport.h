@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <span>
@@ -54,6 +55,22 @@ inline std::vector<std::byte> bytesOf(const Tensor &tensor) {
   std::span<const std::byte> data = tensor.hostBytes();
   return {data.begin(), data.end()};
 }
+
+/// Counts the completions of work that a shutdown may overtake: each call,
+/// and how many succeeded or reported DeviceLost.
+struct ShutdownTally {
+  std::atomic<int> calls{0}, succeeded{0}, lost{0};
+  /// A completion callback that counts into this tally.
+  CompletionCallback callback() {
+    return [this](Error e) {
+      ++calls;
+      if (e.isSuccess())
+        ++succeeded;
+      else if (e.code() == ErrorCode::DeviceLost)
+        ++lost;
+    };
+  }
+};
 
 } // namespace drt::opencl::testing
 

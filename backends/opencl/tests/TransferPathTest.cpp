@@ -607,19 +607,13 @@ TEST(OpenCLCompletion, AShutdownWaitsForStagedTransfersOfOtherThreads) {
   for (auto &mine : tensors)
     for (int i = 0; i < PerThread; ++i)
       mine.emplace_back(ElemKind::Float32, std::vector<size_t>{1 << 14}, "t");
-  std::atomic<int> calls{0}, succeeded{0}, lost{0};
+  ShutdownTally tally;
   std::atomic<bool> started{false};
   std::vector<std::thread> threads;
   for (int k = 0; k < Threads; ++k)
     threads.emplace_back([&, k] {
       for (Tensor &t : tensors[k]) {
-        device->transferToDevice(t, std::nullopt, [&](Error e) {
-          ++calls;
-          if (e.isSuccess())
-            ++succeeded;
-          else if (e.code() == ErrorCode::DeviceLost)
-            ++lost;
-        });
+        device->transferToDevice(t, std::nullopt, tally.callback());
         started = true;
       }
     });
@@ -631,8 +625,8 @@ TEST(OpenCLCompletion, AShutdownWaitsForStagedTransfersOfOtherThreads) {
   for (auto &mine : tensors)
     for (Tensor &t : mine)
       t.residency().waitUntilIdle();
-  EXPECT_EQ(calls.load(), Threads * PerThread);
-  EXPECT_EQ(succeeded.load() + lost.load(), Threads * PerThread);
+  EXPECT_EQ(tally.calls.load(), Threads * PerThread);
+  EXPECT_EQ(tally.succeeded.load() + tally.lost.load(), Threads * PerThread);
   EXPECT_EQ(device->liveAllocations(), 0u);
   EXPECT_EQ(device->usedMemory(), 0u);
   EXPECT_EQ(device->operationsInFlight(), 0u);
