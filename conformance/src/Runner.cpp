@@ -755,24 +755,43 @@ public:
     leaders(modelLeader_, modelKeys_, [&](const TensorPair &p) -> uintptr_t {
       return p.expected->empty() ? 0 : uintptr_t(p.expected->record) + 1;
     });
+    for (TensorPair &p : pairs_)
+      p.observedRecord = p.expected->empty() || p.observed->isEmpty()
+                             ? nullptr
+                             : &p.observed->residency();
     leaders(backendLeader_, backendKeys_,
             [&](const TensorPair &p) -> uintptr_t {
-              return p.expected->empty() || p.observed->isEmpty()
-                         ? 0
-                         : uintptr_t(&p.observed->residency());
+              return uintptr_t(p.observedRecord);
             });
     findRecords(model);
     for (size_t i = 0; i < pairs_.size(); ++i) {
-      const std::string &name = *pairs_[i].name;
-      const ModelTensor &mt = *pairs_[i].expected;
-      const ModelRecord *r = pairs_[i].record;
-      const Tensor &t = *pairs_[i].observed;
-      bool contents = allContents ||
-                      std::find(namedRecords_.begin(), namedRecords_.end(),
-                                mt.record) != namedRecords_.end() ||
-                      (r && r->bytes <= SmallRecordBytes);
-      if (auto d = compareTensor(name, mt, r, t, contents, &pairs_[i].snapshot))
-        return d;
+      TensorPair &p = pairs_[i];
+      const std::string &name = *p.name;
+      const ModelTensor &mt = *p.expected;
+      const ModelRecord *r = p.record;
+      const Tensor &t = *p.observed;
+      bool named = std::find(namedRecords_.begin(), namedRecords_.end(),
+                             mt.record) != namedRecords_.end();
+      bool contents =
+          allContents || named || (r && r->bytes <= SmallRecordBytes);
+      if (!named && unchangedSinceVerified(p)) {
+        p.snapshot = p.verified.snapshot;
+        if (contents && (r->state == ResidencyState::Host ||
+                         r->state == ResidencyState::Mirrored))
+          if (auto d = contentsDifference(name, mt, *r, t.hostBytes()))
+            return d;
+      } else {
+        if (auto d = compareTensor(name, mt, r, t, contents, &p.snapshot))
+          return d;
+        if (p.snapshot && r) {
+          Verified &v = p.verified;
+          v.version = p.snapshot->version;
+          v.recordId = mt.record;
+          v.state = r->state;
+          v.device = r->device;
+          v.snapshot = *p.snapshot;
+        }
+      }
       if (mt.empty())
         continue;
       size_t modelLeader = modelLeader_[i], backendLeader = backendLeader_[i];
@@ -949,20 +968,37 @@ public:
   }
 
 private:
+  /// A backend record's residency that matched the model's record
+  /// (version 0: none).
+  struct Verified {
+    uint64_t version = 0;
+    int recordId = -1;
+    ResidencyState state = ResidencyState::Host;
+    std::string device;
+    ResidencySnapshot snapshot;
+  };
   /// A tensor of the model and the backend's tensor of the same name.
   struct TensorPair {
-    const std::string *name;
-    const ModelTensor *expected;
-    const Tensor *observed;
+    const std::string *name = nullptr;
+    const ModelTensor *expected = nullptr;
+    const Tensor *observed = nullptr;
     /// The backend's entry of that name, which outlives the Tensor object
     /// it holds (a create or a move puts a new one there).
-    const std::unique_ptr<Tensor> *slot;
+    const std::unique_ptr<Tensor> *slot = nullptr;
     /// The model's record of the tensor (findRecords) and its number.
     const ModelRecord *record = nullptr;
     int recordId = -1;
     /// Its residency as the sweep read it (a tensor the model holds a
     /// record for and the backend's is not empty).
     std::optional<ResidencySnapshot> snapshot;
+    /// The backend's record of the tensor (null when either side is
+    /// empty), found once per sweep.
+    const ResidencyRecord *observedRecord = nullptr;
+    /// The last comparison of the record's residency that found no
+    /// difference: while the backend's record keeps that version and the
+    /// model's record the same number, state and device, it would find
+    /// none again, so a sweep reuses it instead of reading the record.
+    Verified verified;
   };
   /// A key of pairs_[position] (0: none) and the position.
   struct Keyed {
@@ -972,6 +1008,17 @@ private:
       return key != o.key ? key < o.key : position < o.position;
     }
   };
+
+  /// True when \p p's last verified comparison holds still: the backend's
+  /// record has the version it had then (a version names one record in
+  /// one state) and the model's record the same number, state and device.
+  static bool unchangedSinceVerified(const TensorPair &p) {
+    const Verified &v = p.verified;
+    return v.version && p.observedRecord && p.record &&
+           p.observedRecord->version() == v.version &&
+           v.recordId == p.expected->record && v.state == p.record->state &&
+           v.device == p.record->device;
+  }
 
   /// Pairs every tensor of \p model with the backend's of the same name, in
   /// name order, up to the first name only one side has (returned). The
@@ -988,6 +1035,16 @@ private:
       return std::nullopt;
     }
     pairedModelStamp_ = 0;
+    // What was verified carries over to the new pairs: it belongs to a
+    // record version, not to a name.
+    carried_.clear();
+    for (TensorPair &p : pairs_)
+      if (p.verified.version)
+        carried_.push_back(std::move(p.verified));
+    std::sort(carried_.begin(), carried_.end(),
+              [](const Verified &a, const Verified &b) {
+                return a.version < b.version;
+              });
     pairs_.clear();
     auto expected = model.tensors().begin();
     auto observed = tensors_.begin();
@@ -996,9 +1053,19 @@ private:
       // Equal names, the common case, take one comparison.
       if (expected != model.tensors().end() && observed != tensors_.end() &&
           sameText(expected->first, observed->first)) {
-        pairs_.push_back({&expected->first, &expected->second,
-                          observed->second.get(), &observed->second, nullptr,
-                          -1, std::nullopt});
+        TensorPair &p = pairs_.emplace_back();
+        p.name = &expected->first;
+        p.expected = &expected->second;
+        p.observed = observed->second.get();
+        p.slot = &observed->second;
+        if (!carried_.empty() && !p.observed->isEmpty()) {
+          uint64_t version = p.observed->residency().version();
+          auto it = std::lower_bound(
+              carried_.begin(), carried_.end(), version,
+              [](const Verified &v, uint64_t x) { return v.version < x; });
+          if (it != carried_.end() && it->version == version)
+            p.verified = *it;
+        }
         continue;
       }
       if (observed == tensors_.end() || (expected != model.tensors().end() &&
@@ -1320,6 +1387,7 @@ private:
   /// allocates nothing once they have grown.
   std::vector<int> namedRecords_;
   std::vector<TensorPair> pairs_;
+  std::vector<Verified> carried_;
   std::vector<Keyed> keyed_;
   std::vector<size_t> modelLeader_, backendLeader_;
   std::vector<uintptr_t> modelKeys_, backendKeys_;

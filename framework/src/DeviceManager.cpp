@@ -174,10 +174,9 @@ void DeviceManager::abandonAll() {
     if (r.manager_ != this)
       continue;
     // A mirrored record still has a valid host copy; a device-only one is lost.
-    r.state_ = r.state_ == ResidencyState::Mirrored ? ResidencyState::Host
-                                                    : ResidencyState::Lost;
-    r.manager_ = nullptr;
-    r.location_ = {};
+    r.place(r.state_ == ResidencyState::Mirrored ? ResidencyState::Host
+                                                 : ResidencyState::Lost,
+            nullptr, {});
   }
 }
 
@@ -329,9 +328,7 @@ void DeviceManager::moveHere(std::shared_ptr<TensorStorage> storage,
     DeviceLocation old = r.location_;
     if (r.state_ == ResidencyState::Mirrored) {
       // The host copy is valid: drop the other device's copy and upload.
-      r.state_ = ResidencyState::Host;
-      r.manager_ = nullptr;
-      r.location_ = {};
+      r.place(ResidencyState::Host, nullptr, {});
       lock.unlock();
       other->unregisterResident(storage.get(), old);
       if (Error e = other->releaseFromRecord(old, *storage))
@@ -407,9 +404,7 @@ void DeviceManager::upload(std::shared_ptr<TensorStorage> storage,
           ResidencyRecord &r = storage->record;
           std::unique_lock<std::mutex> lock(r.mutex_);
           if (registerResident(storage, target)) {
-            r.state_ = ResidencyState::Device;
-            r.manager_ = this;
-            r.location_ = target;
+            r.place(ResidencyState::Device, this, target);
             lock.unlock();
             storage.reset();
             return done(Error::success());
@@ -450,9 +445,7 @@ void DeviceManager::fetchToHost(std::shared_ptr<TensorStorage> storage,
                             storage->describe());
         if (e) {
           if (e.code() == ErrorCode::DeviceLost && stillHere) {
-            r.state_ = ResidencyState::Lost;
-            r.manager_ = nullptr;
-            r.location_ = {};
+            r.place(ResidencyState::Lost, nullptr, {});
             lock.unlock();
             unregisterResident(storage.get(), location);
           }
@@ -462,14 +455,12 @@ void DeviceManager::fetchToHost(std::shared_ptr<TensorStorage> storage,
           return done(std::move(e));
         }
         if (!release) {
-          r.state_ = ResidencyState::Mirrored;
+          r.setState(ResidencyState::Mirrored);
           lock.unlock();
           storage.reset();
           return done(Error::success());
         }
-        r.state_ = ResidencyState::Host;
-        r.manager_ = nullptr;
-        r.location_ = {};
+        r.place(ResidencyState::Host, nullptr, {});
         lock.unlock();
         unregisterResident(storage.get(), location);
         Error released = releaseFromRecord(location, *storage);
@@ -518,14 +509,12 @@ void DeviceManager::transferFromDevice(Tensor &tensor, bool release,
       lock.unlock();
       return done(Error::success());
     }
-    r.state_ = ResidencyState::Host;
-    r.manager_ = nullptr;
-    r.location_ = {};
+    r.place(ResidencyState::Host, nullptr, {});
     lock.unlock();
     unregisterResident(storage.get(), location);
     return done(releaseFromRecord(location, *storage));
   }
-  r.busy_ = true;
+  r.setBusy(true);
   lock.unlock();
   std::shared_ptr<TensorStorage> forFetch = storage;
   fetchToHost(
@@ -551,7 +540,7 @@ Error DeviceManager::releaseDeviceTensor(Tensor &tensor) {
   case ResidencyState::Host:
     return Error::success();
   case ResidencyState::Lost:
-    r.state_ = ResidencyState::Host;
+    r.setState(ResidencyState::Host);
     return Error::success();
   case ResidencyState::Device:
   case ResidencyState::Mirrored:
@@ -564,9 +553,7 @@ Error DeviceManager::releaseDeviceTensor(Tensor &tensor) {
                          "': it is resident on device '" + r.manager_->name() +
                          "'");
   DeviceLocation location = r.location_;
-  r.state_ = ResidencyState::Host;
-  r.manager_ = nullptr;
-  r.location_ = {};
+  r.place(ResidencyState::Host, nullptr, {});
   lock.unlock();
   unregisterResident(storage.get(), location);
   return releaseFromRecord(location, *storage);
@@ -754,9 +741,7 @@ Error DeviceManager::stageRun(RunState &run, ExecutionContext &context) {
         // The run overwrites the output: its copy elsewhere is dropped.
         {
           std::lock_guard<std::mutex> lock(storage->record.mutex_);
-          storage->record.state_ = ResidencyState::Host;
-          storage->record.manager_ = nullptr;
-          storage->record.location_ = {};
+          storage->record.place(ResidencyState::Host, nullptr, {});
         }
         s.manager->unregisterResident(storage.get(), s.location);
         if (Error e = s.manager->releaseFromRecord(s.location, *storage))
@@ -827,9 +812,7 @@ void DeviceManager::finishRun(std::shared_ptr<RunState> run, Error error) {
                           "device '" + name() + "' was shut down during a run");
         break;
       }
-      r.state_ = ResidencyState::Device;
-      r.manager_ = this;
-      r.location_ = out.location;
+      r.place(ResidencyState::Device, this, out.location);
     }
   }
   if (error) {
@@ -839,7 +822,7 @@ void DeviceManager::finishRun(std::shared_ptr<RunState> run, Error error) {
       if (!out.allocatedForRun) {
         // The run may have written part of it: the host copy is stale.
         if (r.state_ == ResidencyState::Mirrored)
-          r.state_ = ResidencyState::Device;
+          r.setState(ResidencyState::Device);
         continue;
       }
       if (r.state_ == ResidencyState::Device)

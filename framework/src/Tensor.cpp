@@ -50,9 +50,19 @@ std::string_view residencyStateName(ResidencyState state) {
   return "?";
 }
 
+namespace {
+/// The next record version (ResidencyRecord::version), process-wide.
+std::atomic<uint64_t> nextRecordVersion{1};
+} // namespace
+
+uint64_t ResidencyRecord::freshVersion() {
+  return nextRecordVersion.fetch_add(1, std::memory_order_relaxed);
+}
+
 ResidencySnapshot ResidencyRecord::snapshot() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return {state_, manager_, location_, busy_};
+  return {state_, manager_, location_, busy_,
+          version_.load(std::memory_order_relaxed)};
 }
 
 void ResidencyRecord::waitUntilIdle() const {
@@ -240,7 +250,9 @@ Tensor Tensor::clone() const {
 }
 
 const ResidencyRecord &Tensor::residency() const {
-  requireNonEmpty("residency");
+  // Checked here rather than by a call: a sweep asks every tensor.
+  if (!storage_) [[unlikely]]
+    requireNonEmpty("residency");
   return storage_->record;
 }
 
@@ -248,45 +260,78 @@ bool Tensor::sharesResidencyWith(const Tensor &other) const {
   return storage_ && storage_ == other.storage_;
 }
 
+namespace {
+/// The message of a host access violation, composed outside the frames
+/// that report it (ViolationReport.h says why).
+thread_local std::string hostAccessMessage;
+
+/// Which violation host access of \p access ("host read of") to a tensor
+/// is while its record is in \p state on \p manager (called under the
+/// record's lock), with its message in hostAccessMessage; none when the
+/// access is allowed. \p describe names the tensor; \p lostAdvice ends the
+/// message of a lost record.
+template <typename Describe>
+std::optional<ViolationKind>
+hostAccessViolation(ResidencyState state, const DeviceManager *manager,
+                    const char *access, const Describe &describe,
+                    const char *lostAdvice) {
+  if (state != ResidencyState::Device && state != ResidencyState::Lost)
+    return std::nullopt;
+  hostAccessMessage = access;
+  hostAccessMessage += describe();
+  if (state == ResidencyState::Lost) {
+    hostAccessMessage += lostAdvice;
+    return ViolationKind::HostAccessWhileLost;
+  }
+  hostAccessMessage += " while its data is on ";
+  hostAccessMessage += manager->name();
+  hostAccessMessage += " only";
+  return ViolationKind::HostAccessWhileOnDevice;
+}
+} // namespace
+
+// The lock is taken in a block of its own: a lock held where the violation
+// is thrown would stop the unwinding to release it.
 std::span<const std::byte> Tensor::hostBytes() const {
   requireNonEmpty("host read");
   ResidencyRecord &r = storage_->record;
-  std::unique_lock<std::mutex> lock(r.mutex_);
-  r.idle_.wait(lock, [&] { return !r.busy_; });
-  if (r.state_ == ResidencyState::Device)
-    reportViolation(ViolationKind::HostAccessWhileOnDevice,
-                    "host read of " + describe() + " while its data is on " +
-                        r.manager_->name() + " only");
-  if (r.state_ == ResidencyState::Lost)
-    reportViolation(ViolationKind::HostAccessWhileLost,
-                    "host read of " + describe() +
-                        " whose device was lost; refill it from the host");
+  std::optional<ViolationKind> violation;
+  {
+    std::unique_lock<std::mutex> lock(r.mutex_);
+    r.idle_.wait(lock, [&] { return !r.busy_; });
+    violation = hostAccessViolation(
+        r.state_, r.manager_, "host read of ", [this] { return describe(); },
+        " whose device was lost; refill it from the host");
+  }
+  if (violation)
+    reportViolationOf(*violation, {hostAccessMessage});
   return {storage_->data() + offset_, sizeInBytes()};
 }
 
 std::span<std::byte> Tensor::mutableHostBytes() {
   requireNonEmpty("host write");
   ResidencyRecord &r = storage_->record;
-  std::unique_lock<std::mutex> lock(r.mutex_);
-  r.idle_.wait(lock, [&] { return !r.busy_; });
-  if (r.state_ == ResidencyState::Device)
-    reportViolation(ViolationKind::HostAccessWhileOnDevice,
-                    "host write of " + describe() + " while its data is on " +
-                        r.manager_->name() + " only");
-  if (r.state_ == ResidencyState::Lost)
-    reportViolation(ViolationKind::HostAccessWhileLost,
-                    "host write of " + describe() +
-                        " whose device was lost; use refillFromHost");
-  if (r.state_ == ResidencyState::Mirrored) {
-    DeviceManager *manager = r.manager_;
-    DeviceLocation location = r.location_;
-    r.state_ = ResidencyState::Host;
-    r.manager_ = nullptr;
-    r.location_ = {};
-    lock.unlock();
-    manager->unregisterResident(storage_.get(), location);
-    if (Error e = manager->releaseFromRecord(location, *storage_))
-      manager->noteBackgroundError(std::move(e));
+  std::optional<ViolationKind> violation;
+  DeviceManager *mirror = nullptr;
+  DeviceLocation mirrorLocation;
+  {
+    std::unique_lock<std::mutex> lock(r.mutex_);
+    r.idle_.wait(lock, [&] { return !r.busy_; });
+    violation = hostAccessViolation(
+        r.state_, r.manager_, "host write of ", [this] { return describe(); },
+        " whose device was lost; use refillFromHost");
+    if (!violation && r.state_ == ResidencyState::Mirrored) {
+      mirror = r.manager_;
+      mirrorLocation = r.location_;
+      r.place(ResidencyState::Host, nullptr, {});
+    }
+  }
+  if (violation)
+    reportViolationOf(*violation, {hostAccessMessage});
+  if (mirror) {
+    mirror->unregisterResident(storage_.get(), mirrorLocation);
+    if (Error e = mirror->releaseFromRecord(mirrorLocation, *storage_))
+      mirror->noteBackgroundError(std::move(e));
   }
   return {storage_->data() + offset_, sizeInBytes()};
 }
@@ -312,22 +357,20 @@ Error Tensor::refillFromHost(std::span<const std::byte> bytes) {
       return makeError(ErrorCode::InvalidArgument,
                        "refill of " + describe() +
                            ": a partial view cannot refill a lost record");
-    r.state_ = ResidencyState::Host;
+    r.setState(ResidencyState::Host);
     break;
   case ResidencyState::Mirrored:
     // The write makes the device copy stale: drop it, as a host write does.
     mirror = r.manager_;
     mirrorLocation = r.location_;
-    r.state_ = ResidencyState::Host;
-    r.manager_ = nullptr;
-    r.location_ = {};
+    r.place(ResidencyState::Host, nullptr, {});
     break;
   case ResidencyState::Host:
     break;
   }
   // Busy while the bytes are copied: a transfer another thread starts now
   // waits for them instead of reading a half-written buffer.
-  r.busy_ = true;
+  r.setBusy(true);
   lock.unlock();
   if (mirror) {
     mirror->unregisterResident(storage_.get(), mirrorLocation);

@@ -13,23 +13,20 @@ namespace drt {
 namespace {
 std::atomic<ViolationHandler> currentHandler{nullptr};
 
-/// The violation being reported on this thread. It lives outside the
-/// reporting functions' frames, so that a throwing handler unwinds through
-/// no cleanup there (each one stops the unwinding and resumes it, at about
-/// the cost of the throw itself); a handler is handed this object and must
-/// not return, so one per thread is enough.
-thread_local ContractViolation reported{ViolationKind::UseOfMovedFrom, {}};
-
-/// Hands reported to the installed handler, or aborts. Inlined into its
-/// callers: a frame less to unwind through.
-[[noreturn, gnu::always_inline]] inline void handleReported() {
-  ViolationHandler handler = currentHandler.load();
-  if (handler)
-    handler(reported);
-  // A handler that returns cannot be honoured: the caller cannot go on.
-  abortingViolationHandler(reported);
-}
+thread_local ContractViolation reportedViolation{ViolationKind::UseOfMovedFrom,
+                                                 {}};
 } // namespace
+
+ContractViolation &violation_detail::reported() { return reportedViolation; }
+
+ViolationHandler violation_detail::installed() { return currentHandler.load(); }
+
+void violation_detail::handle(ViolationHandler handler) {
+  if (handler)
+    handler(reportedViolation);
+  // A handler that returns cannot be honoured: the caller cannot go on.
+  abortingViolationHandler(reportedViolation);
+}
 
 std::string_view violationKindName(ViolationKind kind) {
   switch (kind) {
@@ -75,18 +72,13 @@ void throwingViolationHandler(const ContractViolation &violation) {
 }
 
 void reportViolation(ViolationKind kind, std::string message) {
-  reported.kind = kind;
-  reported.message = std::move(message);
-  handleReported();
-}
-
-void reportViolationOf(ViolationKind kind,
-                       std::initializer_list<std::string_view> parts) {
-  reported.kind = kind;
-  reported.message.clear();
-  for (std::string_view part : parts)
-    reported.message += part;
-  handleReported();
+  ContractViolation &v = violation_detail::reported();
+  v.kind = kind;
+  v.message = std::move(message);
+  ViolationHandler handler = violation_detail::installed();
+  if (handler == throwingViolationHandler)
+    throw ContractViolationError(v);
+  violation_detail::handle(handler);
 }
 
 } // namespace drt

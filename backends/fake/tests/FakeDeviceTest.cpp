@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <set>
 #include <thread>
 
 using namespace drt;
@@ -204,6 +205,64 @@ TEST(FakeDevice, AsyncCompletionArrivesOnAnotherThreadAfterTheCall) {
     std::this_thread::yield();
   EXPECT_NE(callbackThread, std::this_thread::get_id());
   EXPECT_EQ(t.residencySnapshot().state, ResidencyState::Device);
+}
+
+TEST(FakeDevice, EveryResidencyChangeGivesTheRecordANewVersion) {
+  // A sweep of the conformance runner skips reading a record whose version
+  // it has seen match the model: a change that kept the version would go
+  // unchecked there.
+  auto d = makeFake({});
+  Tensor a(ElemKind::Float32, {4}, "a"), b(ElemKind::Float32, {4}, "b");
+  std::set<uint64_t> seen = {a.residency().version()};
+  EXPECT_TRUE(seen.insert(b.residency().version()).second)
+      << "two records share a version";
+  auto changedTo = [&](const char *what, ResidencyState state) {
+    ResidencySnapshot s = a.residencySnapshot();
+    EXPECT_EQ(s.state, state) << what;
+    EXPECT_EQ(s.version, a.residency().version()) << what;
+    EXPECT_TRUE(seen.insert(s.version).second)
+        << what << " kept a version seen before";
+  };
+  ASSERT_FALSE(transferToDeviceSync(*d, a));
+  changedTo("to device", ResidencyState::Device);
+  ASSERT_FALSE(transferFromDeviceSync(*d, a, /*release=*/false));
+  changedTo("from device, kept", ResidencyState::Mirrored);
+  a.mutableHostBytes();
+  changedTo("host write of a mirrored tensor", ResidencyState::Host);
+  ASSERT_FALSE(transferToDeviceSync(*d, a));
+  changedTo("to device again", ResidencyState::Device);
+  ASSERT_FALSE(d->releaseDeviceTensor(a));
+  changedTo("release", ResidencyState::Host);
+  ASSERT_FALSE(transferToDeviceSync(*d, a));
+  changedTo("to device a third time", ResidencyState::Device);
+  // A refused command changes nothing, and neither does reading.
+  auto other = makeFake({});
+  uint64_t before = a.residency().version();
+  EXPECT_TRUE(other->releaseDeviceTensor(a)) << "resident elsewhere";
+  (void)a.residencySnapshot();
+  EXPECT_EQ(a.residency().version(), before);
+  d->shutdown();
+  changedTo("shutdown", ResidencyState::Lost);
+  ASSERT_FALSE(d->releaseDeviceTensor(a));
+  changedTo("release of a lost tensor", ResidencyState::Host);
+}
+
+TEST(FakeDevice, ABusyRecordHasAVersionOfItsOwn) {
+  auto d = makeFake({{"async", "1"}, {"seed", "7"}, {"max-delay-us", "2000"}});
+  Tensor t(ElemKind::Float32, {4}, "t");
+  uint64_t before = t.residency().version();
+  std::atomic<bool> done{false};
+  d->transferToDevice(t, std::nullopt, [&](Error) { done = true; });
+  ResidencySnapshot during = t.residencySnapshot();
+  t.residency().waitUntilIdle();
+  while (!done)
+    std::this_thread::yield();
+  ResidencySnapshot after = t.residencySnapshot();
+  EXPECT_NE(after.version, before);
+  if (during.busy) {
+    EXPECT_NE(during.version, before);
+    EXPECT_NE(during.version, after.version);
+  }
 }
 
 TEST(FakeDevice, ASyncTransferWaitsForAMoveFromAnAsynchronousDevice) {

@@ -14,8 +14,10 @@
 #include "drt/Error.h"
 #include "drt/Type.h"
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -55,13 +57,15 @@ struct ResidencySnapshot {
   DeviceLocation location;
   /// True while an asynchronous operation on the record is pending.
   bool busy = false;
+  /// The record's version() when the snapshot was read.
+  uint64_t version = 0;
 };
 
 /// The residency record shared by a tensor and all its views. Only the
 /// framework changes it; everyone may observe it.
 class ResidencyRecord {
 public:
-  ResidencyRecord() = default;
+  ResidencyRecord() : version_(freshVersion()) {}
   ResidencyRecord(const ResidencyRecord &) = delete;
   ResidencyRecord &operator=(const ResidencyRecord &) = delete;
 
@@ -69,6 +73,13 @@ public:
   ResidencySnapshot snapshot() const;
   /// The current state.
   ResidencyState state() const { return snapshot().state; }
+  /// A number that names the record's current state, manager, location
+  /// and busy flag, read without the record's lock: every change of those
+  /// gives the record a number that no record has had before, so a version
+  /// equal to one read earlier means the same record, unchanged since (a
+  /// change being made on another thread shows once it is made). It lets an
+  /// observer skip reading records that did not change.
+  uint64_t version() const { return version_.load(std::memory_order_acquire); }
   /// Blocks until no asynchronous operation is pending on the record.
   void waitUntilIdle() const;
 
@@ -80,16 +91,36 @@ private:
   /// Waits (under \p lock of mutex_) until idle, then marks the record busy.
   void acquire(std::unique_lock<std::mutex> &lock) {
     idle_.wait(lock, [&] { return !busy_; });
-    busy_ = true;
+    setBusy(true);
   }
   /// Clears the busy flag and wakes the waiters.
   void releaseBusy() {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      busy_ = false;
+      setBusy(false);
     }
     idle_.notify_all();
   }
+  /// The only writers of the fields below (under mutex_): each change
+  /// counts in version_.
+  void place(ResidencyState state, DeviceManager *manager,
+             DeviceLocation location) {
+    state_ = state;
+    manager_ = manager;
+    location_ = location;
+    changed();
+  }
+  void setState(ResidencyState state) {
+    state_ = state;
+    changed();
+  }
+  void setBusy(bool busy) {
+    busy_ = busy;
+    changed();
+  }
+  void changed() { version_.store(freshVersion(), std::memory_order_release); }
+  /// A version no record has had (process-wide).
+  static uint64_t freshVersion();
 
   mutable std::mutex mutex_;
   mutable std::condition_variable idle_;
@@ -97,6 +128,7 @@ private:
   DeviceManager *manager_ = nullptr;
   DeviceLocation location_;
   bool busy_ = false;
+  std::atomic<uint64_t> version_{0};
 };
 
 /// A tensor: movable, not copyable. A moved-from tensor is empty; using it
