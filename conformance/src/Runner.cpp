@@ -785,11 +785,10 @@ public:
           return d;
         if (p.snapshot && r) {
           Verified &v = p.verified;
-          v.version = p.snapshot->version;
+          v.snapshot = *p.snapshot;
           v.recordId = mt.record;
           v.state = r->state;
           v.device = r->device;
-          v.snapshot = *p.snapshot;
         }
       }
       if (mt.empty())
@@ -968,14 +967,15 @@ public:
   }
 
 private:
-  /// A backend record's residency that matched the model's record
-  /// (version 0: none).
+  /// A backend record's residency that matched the model's record (a
+  /// snapshot of version 0, which no record has: none).
   struct Verified {
-    uint64_t version = 0;
+    ResidencySnapshot snapshot;
+    /// The model's record it matched: its number, state and device.
     int recordId = -1;
     ResidencyState state = ResidencyState::Host;
     std::string device;
-    ResidencySnapshot snapshot;
+    uint64_t version() const { return snapshot.version; }
   };
   /// A tensor of the model and the backend's tensor of the same name.
   struct TensorPair {
@@ -1014,8 +1014,8 @@ private:
   /// one state) and the model's record the same number, state and device.
   static bool unchangedSinceVerified(const TensorPair &p) {
     const Verified &v = p.verified;
-    return v.version && p.observedRecord && p.record &&
-           p.observedRecord->version() == v.version &&
+    return v.version() && p.observedRecord && p.record &&
+           p.observedRecord->version() == v.version() &&
            v.recordId == p.expected->record && v.state == p.record->state &&
            v.device == p.record->device;
   }
@@ -1039,11 +1039,11 @@ private:
     // record version, not to a name.
     carried_.clear();
     for (TensorPair &p : pairs_)
-      if (p.verified.version)
+      if (p.verified.version())
         carried_.push_back(std::move(p.verified));
     std::sort(carried_.begin(), carried_.end(),
               [](const Verified &a, const Verified &b) {
-                return a.version < b.version;
+                return a.version() < b.version();
               });
     pairs_.clear();
     auto expected = model.tensors().begin();
@@ -1062,8 +1062,8 @@ private:
           uint64_t version = p.observed->residency().version();
           auto it = std::lower_bound(
               carried_.begin(), carried_.end(), version,
-              [](const Verified &v, uint64_t x) { return v.version < x; });
-          if (it != carried_.end() && it->version == version)
+              [](const Verified &v, uint64_t x) { return v.version() < x; });
+          if (it != carried_.end() && it->version() == version)
             p.verified = *it;
         }
         continue;

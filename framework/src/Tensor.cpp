@@ -261,32 +261,32 @@ bool Tensor::sharesResidencyWith(const Tensor &other) const {
 }
 
 namespace {
-/// The message of a host access violation, composed outside the frames
-/// that report it (ViolationReport.h says why).
-thread_local std::string hostAccessMessage;
-
-/// Which violation host access of \p access ("host read of") to a tensor
-/// is while its record is in \p state on \p manager (called under the
-/// record's lock), with its message in hostAccessMessage; none when the
-/// access is allowed. \p describe names the tensor; \p lostAdvice ends the
-/// message of a lost record.
+/// Whether host access of \p access ("host read of") to a tensor is a
+/// violation while its record is in \p state on \p manager (called under
+/// the record's lock). If it is, the violation is composed in
+/// violation_detail::reported(), to be delivered once the lock is released.
+/// \p describe names the tensor; \p lostAdvice ends the message of a lost
+/// record.
 template <typename Describe>
-std::optional<ViolationKind>
-hostAccessViolation(ResidencyState state, const DeviceManager *manager,
-                    const char *access, const Describe &describe,
-                    const char *lostAdvice) {
+bool composeHostAccessViolation(ResidencyState state,
+                                const DeviceManager *manager,
+                                const char *access, const Describe &describe,
+                                const char *lostAdvice) {
   if (state != ResidencyState::Device && state != ResidencyState::Lost)
-    return std::nullopt;
-  hostAccessMessage = access;
-  hostAccessMessage += describe();
+    return false;
+  ContractViolation &v = violation_detail::reported();
+  v.message = access;
+  v.message += describe();
   if (state == ResidencyState::Lost) {
-    hostAccessMessage += lostAdvice;
-    return ViolationKind::HostAccessWhileLost;
+    v.kind = ViolationKind::HostAccessWhileLost;
+    v.message += lostAdvice;
+    return true;
   }
-  hostAccessMessage += " while its data is on ";
-  hostAccessMessage += manager->name();
-  hostAccessMessage += " only";
-  return ViolationKind::HostAccessWhileOnDevice;
+  v.kind = ViolationKind::HostAccessWhileOnDevice;
+  v.message += " while its data is on ";
+  v.message += manager->name();
+  v.message += " only";
+  return true;
 }
 } // namespace
 
@@ -295,29 +295,29 @@ hostAccessViolation(ResidencyState state, const DeviceManager *manager,
 std::span<const std::byte> Tensor::hostBytes() const {
   requireNonEmpty("host read");
   ResidencyRecord &r = storage_->record;
-  std::optional<ViolationKind> violation;
+  bool violation;
   {
     std::unique_lock<std::mutex> lock(r.mutex_);
     r.idle_.wait(lock, [&] { return !r.busy_; });
-    violation = hostAccessViolation(
+    violation = composeHostAccessViolation(
         r.state_, r.manager_, "host read of ", [this] { return describe(); },
         " whose device was lost; refill it from the host");
   }
   if (violation)
-    reportViolationOf(*violation, {hostAccessMessage});
+    violation_detail::deliver();
   return {storage_->data() + offset_, sizeInBytes()};
 }
 
 std::span<std::byte> Tensor::mutableHostBytes() {
   requireNonEmpty("host write");
   ResidencyRecord &r = storage_->record;
-  std::optional<ViolationKind> violation;
+  bool violation;
   DeviceManager *mirror = nullptr;
   DeviceLocation mirrorLocation;
   {
     std::unique_lock<std::mutex> lock(r.mutex_);
     r.idle_.wait(lock, [&] { return !r.busy_; });
-    violation = hostAccessViolation(
+    violation = composeHostAccessViolation(
         r.state_, r.manager_, "host write of ", [this] { return describe(); },
         " whose device was lost; use refillFromHost");
     if (!violation && r.state_ == ResidencyState::Mirrored) {
@@ -327,7 +327,7 @@ std::span<std::byte> Tensor::mutableHostBytes() {
     }
   }
   if (violation)
-    reportViolationOf(*violation, {hostAccessMessage});
+    violation_detail::deliver();
   if (mirror) {
     mirror->unregisterResident(storage_.get(), mirrorLocation);
     if (Error e = mirror->releaseFromRecord(mirrorLocation, *storage_))

@@ -75,10 +75,7 @@ void reportViolation(ViolationKind kind, std::string message) {
   ContractViolation &v = violation_detail::reported();
   v.kind = kind;
   v.message = std::move(message);
-  ViolationHandler handler = violation_detail::installed();
-  if (handler == throwingViolationHandler)
-    throw ContractViolationError(v);
-  violation_detail::handle(handler);
+  violation_detail::deliver();
 }
 
 } // namespace drt

@@ -30,6 +30,14 @@ ViolationHandler installed();
 /// Calls \p handler (the default one when null) with reported(), and aborts
 /// if it returns.
 [[noreturn]] void handle(ViolationHandler handler);
+/// Hands reported() to the installed handler. Inlined into its callers: the
+/// throwing handler's throw is made in their frame.
+[[noreturn, gnu::always_inline]] inline void deliver() {
+  ViolationHandler handler = installed();
+  if (handler == throwingViolationHandler)
+    throw ContractViolationError(reported());
+  handle(handler);
+}
 } // namespace violation_detail
 
 /// Calls the installed handler with a violation of \p kind whose message is
@@ -43,10 +51,7 @@ reportViolationOf(ViolationKind kind,
   v.message.clear();
   for (std::string_view part : parts)
     v.message += part;
-  ViolationHandler handler = violation_detail::installed();
-  if (handler == throwingViolationHandler)
-    throw ContractViolationError(v);
-  violation_detail::handle(handler);
+  violation_detail::deliver();
 }
 
 } // namespace drt

@@ -128,7 +128,7 @@ private:
   DeviceManager *manager_ = nullptr;
   DeviceLocation location_;
   bool busy_ = false;
-  std::atomic<uint64_t> version_{0};
+  std::atomic<uint64_t> version_;
 };
 
 /// A tensor: movable, not copyable. A moved-from tensor is empty; using it
