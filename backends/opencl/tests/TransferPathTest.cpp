@@ -651,12 +651,15 @@ TEST(OpenCLCompletion, AFreeDuringAStagedUploadLeavesOtherAllocationsAlone) {
     DeviceLocation location = *raw;
     Tensor uploaded(ElemKind::Int32, {Elements}, "uploaded");
     fill(uploaded, iota(Elements, -round * 1000000));
-    std::atomic<bool> uploading{false};
+    std::atomic<bool> uploading{false}, returned{false};
     std::thread upload([&] {
       uploading = true;
       (void)transferToDeviceSync(*device, uploaded, location);
+      returned = true;
     });
-    while (!uploading || device->operationsInFlight() == 0)
+    // Until the upload is in flight, or over already (then this round's
+    // free comes after it and is not counted below).
+    while (!uploading || (device->operationsInFlight() == 0 && !returned))
       std::this_thread::yield();
     if (device->releaseDeviceMemory(location).isSuccess() &&
         device->operationsInFlight() > 0)
