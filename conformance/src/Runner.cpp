@@ -9,6 +9,8 @@
 #include "drt/conformance/Model.h"
 #include "drt/conformance/ScenarioText.h"
 
+#include "VerifiedReading.h"
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -774,8 +776,9 @@ public:
                              mt.record) != namedRecords_.end();
       bool contents =
           allContents || named || (r && r->bytes <= SmallRecordBytes);
-      if (!named && unchangedSinceVerified(p)) {
-        p.snapshot = p.verified.snapshot;
+      if (!named && p.observedRecord && r &&
+          p.verified.holds(*p.observedRecord, mt.record, *r)) {
+        p.snapshot = p.verified.reading();
         if (contents && (r->state == ResidencyState::Host ||
                          r->state == ResidencyState::Mirrored))
           if (auto d = contentsDifference(name, mt, *r, t.hostBytes()))
@@ -783,13 +786,8 @@ public:
       } else {
         if (auto d = compareTensor(name, mt, r, t, contents, &p.snapshot))
           return d;
-        if (p.snapshot && r) {
-          Verified &v = p.verified;
-          v.snapshot = *p.snapshot;
-          v.recordId = mt.record;
-          v.state = r->state;
-          v.device = r->device;
-        }
+        if (p.snapshot && r)
+          p.verified.remember(*p.snapshot, mt.record, *r);
       }
       if (mt.empty())
         continue;
@@ -967,16 +965,6 @@ public:
   }
 
 private:
-  /// A backend record's residency that matched the model's record (a
-  /// snapshot of version 0, which no record has: none).
-  struct Verified {
-    ResidencySnapshot snapshot;
-    /// The model's record it matched: its number, state and device.
-    int recordId = -1;
-    ResidencyState state = ResidencyState::Host;
-    std::string device;
-    uint64_t version() const { return snapshot.version; }
-  };
   /// A tensor of the model and the backend's tensor of the same name.
   struct TensorPair {
     const std::string *name = nullptr;
@@ -994,11 +982,9 @@ private:
     /// The backend's record of the tensor (null when either side is
     /// empty), found once per sweep.
     const ResidencyRecord *observedRecord = nullptr;
-    /// The last comparison of the record's residency that found no
-    /// difference: while the backend's record keeps that version and the
-    /// model's record the same number, state and device, it would find
-    /// none again, so a sweep reuses it instead of reading the record.
-    Verified verified;
+    /// The last reading of the record that matched the model, which a
+    /// sweep reuses while it holds instead of reading the record.
+    VerifiedReading verified;
   };
   /// A key of pairs_[position] (0: none) and the position.
   struct Keyed {
@@ -1008,17 +994,6 @@ private:
       return key != o.key ? key < o.key : position < o.position;
     }
   };
-
-  /// True when \p p's last verified comparison holds still: the backend's
-  /// record has the version it had then (a version names one record in
-  /// one state) and the model's record the same number, state and device.
-  static bool unchangedSinceVerified(const TensorPair &p) {
-    const Verified &v = p.verified;
-    return v.version() && p.observedRecord && p.record &&
-           p.observedRecord->version() == v.version() &&
-           v.recordId == p.expected->record && v.state == p.record->state &&
-           v.device == p.record->device;
-  }
 
   /// Pairs every tensor of \p model with the backend's of the same name, in
   /// name order, up to the first name only one side has (returned). The
@@ -1042,7 +1017,7 @@ private:
       if (p.verified.version())
         carried_.push_back(std::move(p.verified));
     std::sort(carried_.begin(), carried_.end(),
-              [](const Verified &a, const Verified &b) {
+              [](const VerifiedReading &a, const VerifiedReading &b) {
                 return a.version() < b.version();
               });
     pairs_.clear();
@@ -1060,9 +1035,10 @@ private:
         p.slot = &observed->second;
         if (!carried_.empty() && !p.observed->isEmpty()) {
           uint64_t version = p.observed->residency().version();
-          auto it = std::lower_bound(
-              carried_.begin(), carried_.end(), version,
-              [](const Verified &v, uint64_t x) { return v.version() < x; });
+          auto it = std::lower_bound(carried_.begin(), carried_.end(), version,
+                                     [](const VerifiedReading &v, uint64_t x) {
+                                       return v.version() < x;
+                                     });
           if (it != carried_.end() && it->version() == version)
             p.verified = *it;
         }
@@ -1387,7 +1363,7 @@ private:
   /// allocates nothing once they have grown.
   std::vector<int> namedRecords_;
   std::vector<TensorPair> pairs_;
-  std::vector<Verified> carried_;
+  std::vector<VerifiedReading> carried_;
   std::vector<Keyed> keyed_;
   std::vector<size_t> modelLeader_, backendLeader_;
   std::vector<uintptr_t> modelKeys_, backendKeys_;

@@ -66,6 +66,28 @@ public:
   }
 };
 
+/// A device that shuts itself down once its second upload has completed:
+/// every record on it changes in a step that names one tensor.
+class ShutsDownAfterTheSecondUpload final : public fake::FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+  ~ShutsDownAfterTheSecondUpload() override { shutdown(); }
+
+protected:
+  void copyToDevice(DeviceLocation dst, const std::byte *src, uint64_t bytes,
+                    CompletionCallback done) override {
+    bool second = ++uploads_ == 2;
+    FakeDevice::copyToDevice(dst, src, bytes, [this, second, done](Error e) {
+      done(std::move(e));
+      if (second)
+        shutdown();
+    });
+  }
+
+private:
+  int uploads_ = 0;
+};
+
 /// A device whose copies from the device complete twice.
 class ReadBackCompletesTwice final : public fake::FakeDevice {
 public:
@@ -582,6 +604,25 @@ inject-fault d0 to-device nth=1 DeviceError
       << r.divergence->toString();
   EXPECT_EQ(r.divergence->observed,
             "it blocked; the devices were shut down to end it");
+}
+
+TEST(Runner, ASweepReadsARecordTheStepDidNotNameOnceItChanged) {
+  // Tensor a is on the device, unchanged since the last sweep read it; the
+  // upload of b then changes a's record too. The sweep (in name order)
+  // must read a again rather than reuse its last reading, and so report a
+  // before b and before the device's own state.
+  const char *text = R"(device d0
+create a f32 [4]
+create b f32 [4]
+to-device a d0
+to-device b d0
+)";
+  RunResult r = run(text, testBackend<ShutsDownAfterTheSecondUpload>(
+                              "test:shuts-down-after-the-second-upload"));
+  ASSERT_TRUE(r.divergence) << r.setupError;
+  EXPECT_EQ(r.divergence->step, 4u) << r.divergence->toString();
+  EXPECT_EQ(r.divergence->what, "residency of tensor 'a'")
+      << r.divergence->toString();
 }
 
 TEST(Runner, ABackgroundErrorOfAParallelBlocksReadBackIsReportedAsItself) {
