@@ -15,7 +15,7 @@
 
 namespace drt::conformance {
 
-std::string stateLabel(ResidencyState state) {
+std::string_view stateName(ResidencyState state) {
   switch (state) {
   case ResidencyState::Host:
     return "Host";
@@ -27,6 +27,32 @@ std::string stateLabel(ResidencyState state) {
     return "Lost";
   }
   return "?";
+}
+
+std::string stateLabel(ResidencyState state) {
+  return std::string(stateName(state));
+}
+
+std::string CoverageLabel::text() const {
+  std::string s;
+  for (std::string_view part : parts_)
+    s += part;
+  return s;
+}
+
+bool CoverageLabel::sameParts(const CoverageLabel &o) const {
+  for (size_t i = 0; i < parts_.size(); ++i)
+    if (parts_[i].data() != o.parts_[i].data() ||
+        parts_[i].size() != o.parts_[i].size())
+      return false;
+  return true;
+}
+
+size_t CoverageLabel::identityHash() const {
+  size_t h = 0;
+  for (std::string_view part : parts_)
+    h = h * 31 + std::hash<const void *>()(part.data()) + part.size();
+  return h;
 }
 
 size_t ModelTensor::numElements() const {
@@ -193,7 +219,7 @@ void Model::dropReference(int record, Step &step) {
   if (--r.references > 0)
     return;
   if (isResident(r)) {
-    step.labels.push_back("last-reference-releases-" + stateLabel(r.state));
+    step.labels.push_back({"last-reference-releases-", stateName(r.state)});
     releaseRecord(r);
   }
   records_.erase(record);
@@ -208,11 +234,11 @@ void Model::shutdownDevice(const std::string &name, Step &step) {
     if (!isResident(r) || r.device != name)
       continue;
     if (r.state == ResidencyState::Device) {
-      step.labels.push_back("device-lost-makes-Lost");
+      step.labels.emplace_back("device-lost-makes-Lost");
       r.state = ResidencyState::Lost;
       r.known.clear();
     } else {
-      step.labels.push_back("device-lost-keeps-Mirrored-host-copy");
+      step.labels.emplace_back("device-lost-keeps-Mirrored-host-copy");
       r.state = ResidencyState::Host;
     }
     r.device.clear();
@@ -249,11 +275,11 @@ std::optional<ErrorCode> Model::strike(const std::string &name, FaultSite site,
     }
   }
   if (hit) {
-    step.labels.push_back("fault-struck-" + std::string(faultSiteName(site)) +
-                          "-" + std::string(errorCodeName(*hit)));
+    step.labels.push_back(
+        {"fault-struck-", faultSiteName(site), "-", errorCodeName(*hit)});
     // The operation fails and the device lives on.
     if (*hit != ErrorCode::DeviceLost)
-      step.labels.push_back("fault-failed-" + std::string(faultSiteName(site)));
+      step.labels.push_back({"fault-failed-", faultSiteName(site)});
   }
   return hit;
 }
@@ -269,7 +295,7 @@ Outcome Model::allocate(const std::string &name, uint64_t bytes, Step &step) {
     return failWith(name, *code, step);
   ModelDevice &d = device(name);
   if (d.budget() && bytes > d.budget() - d.used) {
-    step.labels.push_back("out-of-memory");
+    step.labels.emplace_back("out-of-memory");
     return Outcome::error(ErrorCode::OutOfMemory);
   }
   d.used += bytes;
@@ -302,7 +328,7 @@ Outcome Model::upload(int record, const std::string &name,
   r.location = location;
   if (!location.empty()) {
     locations_[location].state = ModelLocation::State::Owned;
-    step.labels.push_back("takes-over-location");
+    step.labels.emplace_back("takes-over-location");
   }
   return Outcome::ok();
 }
@@ -336,12 +362,12 @@ Outcome Model::moveHere(int record, const std::string &name,
     if (r.device == name) {
       if (!location.empty() && location != r.location)
         return Outcome::error(ErrorCode::InvalidArgument);
-      step.labels.push_back("to-device-already-" + stateLabel(r.state));
+      step.labels.push_back({"to-device-already-", stateName(r.state)});
       return Outcome::ok();
     }
-    step.labels.push_back("cross-device-move-from-" + stateLabel(r.state));
+    step.labels.push_back({"cross-device-move-from-", stateName(r.state)});
     if (device(r.device).spec.backend != device(name).spec.backend)
-      step.labels.push_back("cross-device-move-across-backends");
+      step.labels.emplace_back("cross-device-move-across-backends");
     if (r.state == ResidencyState::Mirrored) {
       releaseRecord(r);
     } else if (Outcome o = fetchToHost(record, true, step);
@@ -367,11 +393,11 @@ Outcome Model::writeHost(ModelTensor &t, uint64_t pattern, bool refill,
       return Outcome::violationOf(ViolationKind::HostAccessWhileLost);
     if (t.offsetBytes != 0 || t.bytes() != r.bytes)
       return Outcome::error(ErrorCode::InvalidArgument);
-    step.labels.push_back("refill-of-Lost");
+    step.labels.emplace_back("refill-of-Lost");
     r.state = ResidencyState::Host;
   }
   if (r.state == ResidencyState::Mirrored) {
-    step.labels.push_back("host-write-drops-mirror");
+    step.labels.emplace_back("host-write-drops-mirror");
     releaseRecord(r);
   }
   if (trackContents_)
@@ -392,7 +418,7 @@ Outcome Model::releaseTensor(const ModelTensor &t, const std::string &name,
   case ResidencyState::Host:
     return Outcome::ok();
   case ResidencyState::Lost:
-    step.labels.push_back("release-of-Lost");
+    step.labels.emplace_back("release-of-Lost");
     r.state = ResidencyState::Host;
     return Outcome::ok();
   case ResidencyState::Device:
@@ -401,7 +427,7 @@ Outcome Model::releaseTensor(const ModelTensor &t, const std::string &name,
   }
   if (r.device != name)
     return Outcome::error(ErrorCode::InvalidArgument);
-  step.labels.push_back("release-of-" + stateLabel(r.state));
+  step.labels.push_back({"release-of-", stateName(r.state)});
   releaseRecord(r);
   r.known.clear();
   return Outcome::ok();
@@ -432,7 +458,7 @@ void Model::forgetTensor(const std::string &name, Step &step) {
   if (!it->second.empty()) {
     const ModelRecord &r = records_.at(it->second.record);
     if (isResident(r) && r.references > 1)
-      step.labels.push_back("destroy-while-shared-and-resident");
+      step.labels.emplace_back("destroy-while-shared-and-resident");
     dropReference(it->second.record, step);
   }
   tensors_.erase(it);
@@ -498,7 +524,7 @@ Outcome Model::run(const Command &c, Step &step) {
     if (fn.isOutput(placeholders[i].name)) {
       if (isResident(r) && r.device == dev) {
         outputs.push_back({id, false});
-        step.labels.push_back("run-output-in-place");
+        step.labels.emplace_back("run-output-in-place");
         continue;
       }
       if (isResident(r)) {
@@ -515,9 +541,9 @@ Outcome Model::run(const Command &c, Step &step) {
       continue;
     }
     if (r.state == ResidencyState::Device && r.device != dev) {
-      step.labels.push_back("run-input-moved");
+      step.labels.emplace_back("run-input-moved");
       if (device(r.device).spec.backend != device(dev).spec.backend)
-        step.labels.push_back("run-input-moved-across-backends");
+        step.labels.emplace_back("run-input-moved-across-backends");
       failure = device(dev).traits.capabilities.residentTensors
                     ? moveHere(id, dev, "", step)
                     : fetchToHost(id, true, step);
@@ -525,9 +551,9 @@ Outcome Model::run(const Command &c, Step &step) {
         continue;
     }
     if (isResident(r) && r.device == dev) {
-      step.labels.push_back("run-input-in-place");
+      step.labels.emplace_back("run-input-in-place");
       if (bound[i]->offsetBytes != 0)
-        step.labels.push_back("run-input-view-at-offset-in-place");
+        step.labels.emplace_back("run-input-view-at-offset-in-place");
       continue;
     }
     uint64_t bytes = bound[i]->bytes();
@@ -569,7 +595,7 @@ Outcome Model::run(const Command &c, Step &step) {
       if (r.state != ResidencyState::Device)
         freeOnDevice(dev, r.bytes);
     }
-    step.labels.push_back("run-failed");
+    step.labels.emplace_back("run-failed");
     return failure;
   }
 
@@ -620,10 +646,10 @@ Outcome Model::run(const Command &c, Step &step) {
     if (o.allocatedForRun)
       r.location.clear();
   }
-  step.labels.push_back("run-succeeded");
+  step.labels.emplace_back("run-succeeded");
   if (!device(dev).spec.copyToHost &&
       device(dev).traits.capabilities.residentTensors) {
-    step.labels.push_back("run-leaves-outputs-resident");
+    step.labels.emplace_back("run-leaves-outputs-resident");
     return Outcome::ok();
   }
   Outcome first = Outcome::ok();
@@ -632,7 +658,7 @@ Outcome Model::run(const Command &c, Step &step) {
     if (first == Outcome::ok())
       first = e;
   }
-  step.labels.push_back("run-copies-outputs-to-host");
+  step.labels.emplace_back("run-copies-outputs-to-host");
   return first;
 }
 
@@ -671,7 +697,7 @@ Outcome Model::ensureOutputs(const Command &c, Step &step) {
     } else if (r.state == ResidencyState::Device) {
       e = fetchToHost(t->record, true, step);
       if (e == Outcome::ok())
-        step.labels.push_back("ensure-outputs-brings-back");
+        step.labels.emplace_back("ensure-outputs-brings-back");
     }
     if (first == Outcome::ok())
       first = e;
@@ -681,7 +707,7 @@ Outcome Model::ensureOutputs(const Command &c, Step &step) {
 
 ModelStep Model::apply(const Command &c) {
   Step step;
-  step.labels.push_back(std::string(commandKindName(c.kind)));
+  step.labels.push_back({commandKindName(c.kind)});
   // A command on a record whose transfer was issued without waiting meets
   // it busy: the framework makes it wait, so its outcome is the one it has
   // in program order, which is what the model computes.
@@ -694,17 +720,17 @@ ModelStep Model::apply(const Command &c) {
     for (const auto &[ph, name] : c.bindings)
       busy = busy || meets(name);
     if (busy) {
-      step.labels.push_back("meets-pending-transfer");
-      step.labels.push_back(std::string(commandKindName(c.kind)) +
-                            "-meets-pending-transfer");
+      step.labels.emplace_back("meets-pending-transfer");
+      step.labels.push_back(
+          {commandKindName(c.kind), "-meets-pending-transfer"});
     }
   }
   if (!c.noWait)
     pendingRecords_.clear();
   auto before = [&](const std::string &name) {
     const ModelRecord *r = recordOf(name);
-    step.labels.push_back(std::string(commandKindName(c.kind)) + "@" +
-                          (r ? stateLabel(r->state) : "empty"));
+    step.labels.push_back(
+        {commandKindName(c.kind), "@", r ? stateName(r->state) : "empty"});
   };
   Outcome &o = step.outcome;
   switch (c.kind) {
@@ -798,7 +824,7 @@ ModelStep Model::apply(const Command &c) {
     if (!dst.empty()) {
       const ModelRecord &r = records_.at(dst.record);
       if (isResident(r))
-        step.labels.push_back("move-assign-onto-resident");
+        step.labels.emplace_back("move-assign-onto-resident");
       dropReference(dst.record, step);
     }
     dst = src;
@@ -863,7 +889,7 @@ ModelStep Model::apply(const Command &c) {
     if (o == Outcome::ok()) {
       o = releaseTensor(tensors_.at(c.target), c.device, step);
       if (wasResident)
-        step.labels.push_back("double-release-of-resident");
+        step.labels.emplace_back("double-release-of-resident");
     }
     break;
   }
@@ -880,7 +906,7 @@ ModelStep Model::apply(const Command &c) {
     else if (r.state == ResidencyState::Lost)
       o = Outcome::violationOf(ViolationKind::HostAccessWhileLost);
     if (t.isView && o.kind == Outcome::Kind::Violation)
-      step.labels.push_back("view-observes-" + stateLabel(r.state));
+      step.labels.push_back({"view-observes-", stateName(r.state)});
     break;
   }
   case CommandKind::Write:
@@ -925,8 +951,8 @@ ModelStep Model::apply(const Command &c) {
     o = ensureOutputs(c, step);
     break;
   case CommandKind::Shutdown:
-    step.labels.push_back(device(c.device).shutDown ? "shutdown-again"
-                                                    : "shutdown");
+    step.labels.emplace_back(device(c.device).shutDown ? "shutdown-again"
+                                                       : "shutdown");
     shutdownDevice(c.device, step);
     break;
   case CommandKind::InjectFault:
@@ -965,7 +991,7 @@ ModelStep Model::apply(const Command &c) {
     if (l.state != ModelLocation::State::Live || device(c.device).shutDown) {
       o = Outcome::error(ErrorCode::InvalidArgument);
       if (l.state == ModelLocation::State::Owned)
-        step.labels.push_back("free-of-owned-location");
+        step.labels.emplace_back("free-of-owned-location");
       break;
     }
     freeOnDevice(c.device, l.bytes);
@@ -978,9 +1004,13 @@ ModelStep Model::apply(const Command &c) {
   else if (isAsync(c.kind))
     step.callbacks = 1;
   if (o != Outcome::ok())
-    step.labels.push_back("outcome-" + o.toString());
+    step.labels.push_back(
+        o.kind == Outcome::Kind::Error
+            ? CoverageLabel{"outcome-", "error ", errorCodeName(o.code)}
+            : CoverageLabel{"outcome-", "violation ",
+                            violationKindName(o.violation)});
   if (c.noWait) {
-    step.labels.push_back("issued-without-waiting");
+    step.labels.emplace_back("issued-without-waiting");
     if (const ModelTensor *t = tensor(c.target); t && !t->empty())
       pendingRecords_.insert(t->record);
   }

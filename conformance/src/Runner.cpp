@@ -9,6 +9,7 @@
 #include "drt/conformance/Model.h"
 #include "drt/conformance/ScenarioText.h"
 
+#include "SameText.h"
 #include "VerifiedReading.h"
 
 #include <algorithm>
@@ -44,18 +45,6 @@ namespace {
 struct Difference {
   std::string what, expected, observed;
 };
-
-/// True when \p a and \p b are the same text. The names of a scenario are a
-/// few characters long, and a sweep compares one per tensor: a loop here
-/// costs less than the call of memcmp that std::string's == makes.
-bool sameText(std::string_view a, std::string_view b) {
-  if (a.size() != b.size())
-    return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (a[i] != b[i])
-      return false;
-  return true;
-}
 
 /// Records at most this large have their host contents compared after every
 /// step; larger ones when the step names them and once after the last step,
@@ -900,10 +889,11 @@ public:
     // residency of each: the locations are those of that reading.
     located_.clear();
     std::optional<Difference> first;
-    for (const TensorPair &p : pairs_) {
-      if ((first = check(*p.name, p.observed, p.record, p.snapshot)))
+    for (const TensorPair &p : pairs_)
+      if (auto d = check(*p.name, p.observed, p.record, p.snapshot)) {
+        first = std::move(d);
         break;
-    }
+      }
     // Distinct records at distinct locations: the first tensor, in name
     // order, whose location an earlier tensor of another record holds. When
     // the same tensors of the same records are at the same locations as at
@@ -1012,14 +1002,13 @@ private:
     pairedModelStamp_ = 0;
     // What was verified carries over to the new pairs: it belongs to a
     // record version, not to a name.
+    // The old pairs stay in earlier_, found through their versions, sorted.
+    std::swap(pairs_, earlier_);
     carried_.clear();
-    for (TensorPair &p : pairs_)
-      if (p.verified.version())
-        carried_.push_back(std::move(p.verified));
-    std::sort(carried_.begin(), carried_.end(),
-              [](const VerifiedReading &a, const VerifiedReading &b) {
-                return a.version() < b.version();
-              });
+    for (size_t i = 0; i < earlier_.size(); ++i)
+      if (uint64_t version = earlier_[i].verified.version())
+        carried_.push_back({version, i});
+    std::sort(carried_.begin(), carried_.end());
     pairs_.clear();
     auto expected = model.tensors().begin();
     auto observed = tensors_.begin();
@@ -1036,11 +1025,10 @@ private:
         if (!carried_.empty() && !p.observed->isEmpty()) {
           uint64_t version = p.observed->residency().version();
           auto it = std::lower_bound(carried_.begin(), carried_.end(), version,
-                                     [](const VerifiedReading &v, uint64_t x) {
-                                       return v.version() < x;
-                                     });
-          if (it != carried_.end() && it->version() == version)
-            p.verified = *it;
+                                     [](const std::pair<uint64_t, size_t> &v,
+                                        uint64_t x) { return v.first < x; });
+          if (it != carried_.end() && it->first == version)
+            p.verified = earlier_[it->second].verified;
         }
         continue;
       }
@@ -1330,7 +1318,7 @@ private:
   std::string backend_;
   const Scenario &scenario_;
   unsigned timeoutMs_;
-  std::map<std::string, size_t> deviceIndex_;
+  NameMap<size_t> deviceIndex_;
   /// A resident tensor's location, as a sweep's backend checks saw it.
   struct Located {
     const Tensor *tensor;
@@ -1363,7 +1351,10 @@ private:
   /// allocates nothing once they have grown.
   std::vector<int> namedRecords_;
   std::vector<TensorPair> pairs_;
-  std::vector<VerifiedReading> carried_;
+  /// The pairs before the last rebuild, and the versions of their verified
+  /// readings with their positions there, in version order.
+  std::vector<TensorPair> earlier_;
+  std::vector<std::pair<uint64_t, size_t>> carried_;
   std::vector<Keyed> keyed_;
   std::vector<size_t> modelLeader_, backendLeader_;
   std::vector<uintptr_t> modelKeys_, backendKeys_;
@@ -1379,7 +1370,7 @@ private:
   std::vector<DeviceManager *> devices_;
   bool anyAsynchronous_ = false;
   std::map<std::string, uint64_t> physicalBaseline_;
-  std::map<std::string, std::unique_ptr<Tensor>> tensors_;
+  NameMap<std::unique_ptr<Tensor>> tensors_;
   /// Raw locations by name, hashed: a sweep looks up the location of every
   /// resident record that took one over.
   std::unordered_map<std::string, DeviceLocation> locations_;
@@ -1479,9 +1470,20 @@ using TransitionCounts = std::map<
     std::tuple<ResidencyState, CommandKind, std::optional<ResidencyState>>,
     int>;
 
-/// How often each coverage label was reached, hashed while a scenario runs
-/// (a step reaches several) and sorted once at its end (RunResult::labels).
-using LabelCounts = std::unordered_map<std::string, int>;
+/// How often each coverage label was reached, counted by the identity of
+/// its parts while a scenario runs (a step reaches several, and hashing a
+/// label's text would cost more than the rest of counting it), and merged by
+/// text once at its end (RunResult::labels).
+struct LabelIdentityHash {
+  size_t operator()(const CoverageLabel &l) const { return l.identityHash(); }
+};
+struct SameLabelParts {
+  bool operator()(const CoverageLabel &a, const CoverageLabel &b) const {
+    return a.sameParts(b);
+  }
+};
+using LabelCounts =
+    std::unordered_map<CoverageLabel, int, LabelIdentityHash, SameLabelParts>;
 
 /// One command of a parallel branch as it ran: when it was invoked and when
 /// it returned (on one clock for all branches), and what it did.
@@ -1677,7 +1679,7 @@ std::optional<Difference> runParallelBlock(
   if (trace)
     trace("[" + session.backend() +
           "] parallel block, by invocation:" + describeHistory(history));
-  ++labels["parallel-block"];
+  ++labels[CoverageLabel("parallel-block")];
   auto overlapped = [&] {
     for (size_t a = 0; a < history.size(); ++a)
       for (size_t b = a + 1; b < history.size(); ++b)
@@ -1688,7 +1690,7 @@ std::optional<Difference> runParallelBlock(
     return false;
   };
   if (overlapped())
-    ++labels["branches-overlapped"];
+    ++labels[CoverageLabel("branches-overlapped")];
   auto blocked = [](const Command &c) {
     return Difference{"the return of '" + printCommand(c) + "'",
                       "before the callback timeout",
@@ -1763,7 +1765,7 @@ std::optional<Difference> runParallelBlock(
   else
     parts.push_back(history);
   if (parts.size() > 1)
-    ++labels["linearized-per-record"];
+    ++labels[CoverageLabel("linearized-per-record")];
 
   Model current = model;
   // What the search cost, for traces: steps tried and time.
@@ -1818,7 +1820,7 @@ std::optional<Difference> runParallelBlock(
       continue;
     case Linearizer::Verdict::Unknown:
       traceSearch("unknown");
-      ++labels["linearizability-unknown"];
+      ++labels[CoverageLabel("linearizability-unknown")];
       unknown = "the state after the parallel block on backend '" +
                 session.backend() + "': the linearizability search gave up (" +
                 std::to_string(explored) + " steps tried in " +
@@ -1849,7 +1851,7 @@ std::optional<Difference> runParallelBlock(
   }
   traceSearch("linearizable");
   model = std::move(current);
-  ++labels["linearized"];
+  ++labels[CoverageLabel("linearized")];
   return std::nullopt;
 }
 
@@ -1979,8 +1981,11 @@ void runInto(const Scenario &scenario, const RunOptions &options,
           m.tensors().size() <= SweepTensors || step % SweepPeriod == 0;
       size_t down = devicesDown(m);
       before.clear();
+      // Every record (in record order, as records() has them) or those of
+      // the named tensors.
+      bool everyRecord = sweep || c.kind == CommandKind::Shutdown;
       if (first && written) {
-        if (sweep || c.kind == CommandKind::Shutdown) {
+        if (everyRecord) {
           for (const auto &[id, r] : m.records())
             before.emplace_back(id, r.state);
         } else {
@@ -1997,19 +2002,27 @@ void runInto(const Scenario &scenario, const RunOptions &options,
       // The final read-back is the runner's, not the scenario's: it counts
       // towards no coverage.
       if (first && written) {
-        for (const std::string &label : predicted.labels)
+        for (const CoverageLabel &label : predicted.labels)
           ++labels[label];
+        // Every record's state after the step in one walk of both (both in
+        // record order), a few named ones' by lookup.
+        auto after = m.records().begin();
         for (const auto &[id, state] : before) {
-          auto it = m.records().find(id);
-          if (it != m.records().end() && it->second.state == state)
+          if (everyRecord) {
+            while (after != m.records().end() && after->first < id)
+              ++after;
+          } else {
+            after = m.records().find(id);
+          }
+          bool kept = after != m.records().end() && after->first == id;
+          if (kept && after->second.state == state)
             continue;
-          if (it == m.records().end() && state != ResidencyState::Device &&
+          if (!kept && state != ResidencyState::Device &&
               state != ResidencyState::Mirrored)
             continue;
           ++transitions[{state, c.kind,
-                         it == m.records().end()
-                             ? std::nullopt
-                             : std::optional(it->second.state)}];
+                         kept ? std::optional(after->second.state)
+                              : std::nullopt}];
         }
         if (!(c.expect == predicted.outcome)) {
           diverge(step, text(), "scenario",
@@ -2025,7 +2038,7 @@ void runInto(const Scenario &scenario, const RunOptions &options,
         session->execute(c, m, observed, recordPending);
         if (first && written && session == lane.sessions.front() &&
             observed.storageLabel)
-          ++labels[observed.storageLabel];
+          ++labels[CoverageLabel(observed.storageLabel)];
         if (options.trace)
           options.trace((sessions.size() > 1 ? "[" + session->backend() + "] "
                                              : std::string()) +
@@ -2165,7 +2178,7 @@ RunResult runScenario(const Scenario &scenario, const RunOptions &options) {
     runInto(scenario, options, result, labels, transitions);
   }
   for (const auto &[label, count] : labels)
-    result.labels[label] += count;
+    result.labels[label.text()] += count;
   for (const auto &[key, count] : transitions) {
     const auto &[from, kind, to] = key;
     result.transitions[stateLabel(from) + " -" +

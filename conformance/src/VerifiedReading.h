@@ -16,6 +16,8 @@
 #include "drt/Tensor.h"
 #include "drt/conformance/Model.h"
 
+#include "SameText.h"
+
 #include <cstdint>
 #include <string>
 
@@ -41,7 +43,7 @@ public:
              const ModelRecord &model) const {
     return version() && observed.version() == version() &&
            recordId == recordId_ && model.state == state_ &&
-           model.device == device_;
+           sameText(model.device, device_);
   }
   /// The kept reading (meaningful while holds()).
   const ResidencySnapshot &reading() const { return reading_; }

@@ -124,6 +124,43 @@ read a
   EXPECT_EQ(r.transitions["Mirrored -write-> Host"], 1);
 }
 
+// Labels are counted by the strings they are built from and reported by
+// their text; transitions are found for every record of a sweep, those the
+// step names and those it does not, and a record freed while resident ends
+// in "freed".
+TEST(Runner, CountsLabelsByTextAndTheTransitionsOfEveryRecord) {
+  RunResult r = run(R"(device d0
+create a f32 [4]
+create b f32 [4]
+create c f32 [4]
+to-device b d0
+to-device a d0
+to-device c d0
+to-device a d0
+from-device c d0 keep
+move-construct m b
+to-device b d0 -> violation use-of-moved-from
+release b d0 -> violation use-of-moved-from
+destroy m
+shutdown d0
+)");
+  ASSERT_TRUE(r.passed()) << (r.divergence ? r.divergence->toString()
+                                           : r.setupError);
+  EXPECT_EQ(r.labels["to-device"], 5);
+  EXPECT_EQ(r.labels["to-device@Host"], 3);
+  EXPECT_EQ(r.labels["to-device@Device"], 1);
+  EXPECT_EQ(r.labels["to-device@empty"], 1);
+  EXPECT_EQ(r.labels["to-device-already-Device"], 1);
+  EXPECT_EQ(r.labels["outcome-violation use-of-moved-from"], 2);
+  EXPECT_EQ(r.labels["last-reference-releases-Device"], 1);
+  EXPECT_EQ(r.transitions["Host -to-device-> Device"], 3);
+  EXPECT_EQ(r.transitions["Device -from-device-> Mirrored"], 1);
+  EXPECT_EQ(r.transitions["Device -destroy-> freed"], 1);
+  EXPECT_EQ(r.transitions["Device -shutdown-> Lost"], 1);
+  EXPECT_EQ(r.transitions["Mirrored -shutdown-> Host"], 1);
+  EXPECT_EQ(r.transitions.size(), 5u);
+}
+
 TEST(Runner, AWrongExpectationIsReportedAgainstTheModel) {
   RunResult r = run("device d0\ncreate a f32 [4]\nrelease a d0 -> error "
                     "InvalidArgument\n");

@@ -13,12 +13,14 @@
 #include "drt/Tensor.h"
 #include "drt/conformance/Scenario.h"
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace drt::conformance {
@@ -138,13 +140,53 @@ struct ModelContext {
   std::string lastNetwork;
 };
 
+/// Orders names as std::string's < does, comparing in place: a scenario's
+/// names are a few characters long, and the model and the runner look names
+/// up at every step, where calling memcmp for each comparison would cost
+/// more than the comparison itself.
+struct NameOrder {
+  using is_transparent = void;
+  bool operator()(std::string_view a, std::string_view b) const {
+    size_t n = a.size() < b.size() ? a.size() : b.size();
+    for (size_t i = 0; i < n; ++i)
+      if (a[i] != b[i])
+        return static_cast<unsigned char>(a[i]) <
+               static_cast<unsigned char>(b[i]);
+    return a.size() < b.size();
+  }
+};
+/// A map keyed by names, in name order.
+template <typename T> using NameMap = std::map<std::string, T, NameOrder>;
+/// A set of names, in name order.
+using NameSet = std::set<std::string, NameOrder>;
+
+/// A coverage label: the text of up to four parts joined. Each part views a
+/// string that outlives every run (a literal or an enumerator's name), so
+/// that a step names the situations it reached without building strings.
+class CoverageLabel {
+public:
+  constexpr CoverageLabel(std::string_view a, std::string_view b = {},
+                          std::string_view c = {}, std::string_view d = {})
+      : parts_{a, b, c, d} {}
+  /// The parts joined.
+  std::string text() const;
+  /// True when both view the same strings (not merely equal text): labels
+  /// counted by identity, which is cheap, and merged by text() at the end.
+  bool sameParts(const CoverageLabel &o) const;
+  /// A hash of the parts' identity, consistent with sameParts().
+  size_t identityHash() const;
+
+private:
+  std::array<std::string_view, 4> parts_;
+};
+
 /// What the model predicts for one step.
 struct ModelStep {
   Outcome outcome;
   /// Completion callbacks the step must see (exactly this many).
   int callbacks = 0;
   /// Coverage labels: which interesting situations the step reached.
-  std::vector<std::string> labels;
+  std::vector<CoverageLabel> labels;
 };
 
 /// The reference model. Copyable, so generators can use it as their state.
@@ -179,7 +221,7 @@ public:
   /// True while such a transfer of the record of tensor \p name is pending.
   bool transferPendingOn(const std::string &name) const;
 
-  const std::map<std::string, ModelTensor> &tensors() const { return tensors_; }
+  const NameMap<ModelTensor> &tensors() const { return tensors_; }
   /// A number that changes whenever a tensor name is added to tensors() or
   /// removed from it, and that no other Model object shares (a copy gets a
   /// number of its own): while it stays the same, the entries of tensors()
@@ -189,17 +231,11 @@ public:
   /// removed, so that pointers to its entries stay valid while it does not.
   uint64_t recordsStamp() const { return recordsStamp_.value; }
   const std::map<int, ModelRecord> &records() const { return records_; }
-  const std::map<std::string, ModelDevice> &devices() const { return devices_; }
-  const std::map<std::string, ModelLocation> &locations() const {
-    return locations_;
-  }
+  const NameMap<ModelDevice> &devices() const { return devices_; }
+  const NameMap<ModelLocation> &locations() const { return locations_; }
   /// The raw locations that are not dead (live, or owned by a record).
-  const std::set<std::string> &activeLocations() const {
-    return activeLocations_;
-  }
-  const std::map<std::string, ModelContext> &contexts() const {
-    return contexts_;
-  }
+  const NameSet &activeLocations() const { return activeLocations_; }
+  const NameMap<ModelContext> &contexts() const { return contexts_; }
   /// The device each network name was last added to.
   const std::map<std::string, std::string> &networkDevices() const {
     return networkDevice_;
@@ -261,15 +297,15 @@ private:
   };
 
   bool trackContents_ = true;
-  std::map<std::string, ModelTensor> tensors_;
+  NameMap<ModelTensor> tensors_;
   UniqueStamp namesStamp_;
   std::map<int, ModelRecord> records_;
   UniqueStamp recordsStamp_;
   int nextRecord_ = 0;
-  std::map<std::string, ModelDevice> devices_;
-  std::map<std::string, ModelLocation> locations_;
-  std::set<std::string> activeLocations_;
-  std::map<std::string, ModelContext> contexts_;
+  NameMap<ModelDevice> devices_;
+  NameMap<ModelLocation> locations_;
+  NameSet activeLocations_;
+  NameMap<ModelContext> contexts_;
   std::map<std::string, std::string> networkDevice_;
   std::map<std::string, std::string> placement_;
   /// The records of the transfers issued without waiting since the last
@@ -283,6 +319,8 @@ private:
 bool commandFitsModel(const Command &command, const Model &model);
 
 /// The state's name with the first letter capitalised ("Host", "Device").
+std::string_view stateName(ResidencyState state);
+/// stateName() as a string.
 std::string stateLabel(ResidencyState state);
 
 } // namespace drt::conformance
