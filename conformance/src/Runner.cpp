@@ -742,18 +742,6 @@ public:
       if (const ModelTensor *t = model.tensor(name); t && !t->empty())
         namedRecords_.push_back(t->record);
     std::optional<Difference> unpaired = pairByName(model);
-    // The leaders, computed again only when a key changed.
-    leaders(modelLeader_, modelKeys_, [&](const TensorPair &p) -> uintptr_t {
-      return p.expected->empty() ? 0 : uintptr_t(p.expected->record) + 1;
-    });
-    for (TensorPair &p : pairs_)
-      p.observedRecord = p.expected->empty() || p.observed->isEmpty()
-                             ? nullptr
-                             : &p.observed->residency();
-    leaders(backendLeader_, backendKeys_,
-            [&](const TensorPair &p) -> uintptr_t {
-              return uintptr_t(p.observedRecord);
-            });
     findRecords(model);
     for (size_t i = 0; i < pairs_.size(); ++i) {
       TensorPair &p = pairs_[i];
@@ -761,8 +749,9 @@ public:
       const ModelTensor &mt = *p.expected;
       const ModelRecord *r = p.record;
       const Tensor &t = *p.observed;
-      bool named = std::find(namedRecords_.begin(), namedRecords_.end(),
-                             mt.record) != namedRecords_.end();
+      bool named = false;
+      for (int record : namedRecords_)
+        named = named || record == mt.record;
       bool contents =
           allContents || named || (r && r->bytes <= SmallRecordBytes);
       if (!named && p.observedRecord && r &&
@@ -1044,43 +1033,56 @@ private:
     return std::nullopt;
   }
 
-  /// Sets the model's record of every pair (null for an empty tensor),
+  /// Sets, for every pair, the model's record (null for an empty tensor;
   /// looked up again only for a pair whose record number changed, or when
-  /// the model added or removed a record since the last call.
+  /// the model added or removed a record since the last call), the
+  /// backend's record (null when either side is empty), and the first
+  /// position holding the same record on each side (the leaders), in one
+  /// pass. The leaders are computed again only when a record changed.
   void findRecords(const Model &model) {
     bool kept = recordsStamp_ == model.recordsStamp();
-    for (TensorPair &p : pairs_) {
-      if (p.expected->empty()) {
+    size_t n = pairs_.size();
+    bool sameModelKeys = modelKeys_.size() == n && modelLeader_.size() == n;
+    bool sameBackendKeys =
+        backendKeys_.size() == n && backendLeader_.size() == n;
+    modelKeys_.resize(n);
+    backendKeys_.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      TensorPair &p = pairs_[i];
+      const ModelTensor &mt = *p.expected;
+      if (mt.empty()) {
         p.record = nullptr;
-        continue;
+        p.observedRecord = nullptr;
+      } else {
+        if (!kept || !p.record || p.recordId != mt.record) {
+          p.record = &model.records().at(mt.record);
+          p.recordId = mt.record;
+        }
+        p.observedRecord =
+            p.observed->isEmpty() ? nullptr : &p.observed->residency();
       }
-      if (!kept || !p.record || p.recordId != p.expected->record) {
-        p.record = &model.records().at(p.expected->record);
-        p.recordId = p.expected->record;
-      }
+      uintptr_t modelKey = mt.empty() ? 0 : uintptr_t(mt.record) + 1;
+      uintptr_t backendKey = uintptr_t(p.observedRecord);
+      sameModelKeys = sameModelKeys && modelKeys_[i] == modelKey;
+      sameBackendKeys = sameBackendKeys && backendKeys_[i] == backendKey;
+      modelKeys_[i] = modelKey;
+      backendKeys_[i] = backendKey;
     }
     recordsStamp_ = model.recordsStamp();
+    if (!sameModelKeys)
+      leaders(modelLeader_, modelKeys_);
+    if (!sameBackendKeys)
+      leaders(backendLeader_, backendKeys_);
   }
 
-  /// Sets \p leader[i], for every pairs_[i] whose \p keyOf is not 0, to the
-  /// first position with the same key (sorting, so that a sweep stays
-  /// O(n log n) without a map built per step). The keys of the last call
-  /// are kept in \p keys: when none changed, neither did the leaders.
-  template <typename KeyOf>
-  void leaders(std::vector<size_t> &leader, std::vector<uintptr_t> &keys,
-               KeyOf keyOf) {
-    bool same = keys.size() == pairs_.size() && leader.size() == pairs_.size();
-    keys.resize(pairs_.size());
-    for (size_t i = 0; i < pairs_.size(); ++i) {
-      uintptr_t key = keyOf(pairs_[i]);
-      same = same && keys[i] == key;
-      keys[i] = key;
-    }
-    if (same)
-      return;
-    leader.assign(pairs_.size(), SIZE_MAX);
+  /// Sets \p leader[i], for every i whose \p keys[i] is not 0, to the first
+  /// position with the same key (sorting, so that a sweep stays O(n log n)
+  /// without a map built per step).
+  void leaders(std::vector<size_t> &leader,
+               const std::vector<uintptr_t> &keys) {
+    leader.assign(keys.size(), SIZE_MAX);
     keyed_.clear();
-    for (size_t i = 0; i < pairs_.size(); ++i)
+    for (size_t i = 0; i < keys.size(); ++i)
       if (keys[i])
         keyed_.push_back({keys[i], i});
     std::sort(keyed_.begin(), keyed_.end());

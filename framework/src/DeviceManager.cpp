@@ -11,6 +11,7 @@
 #include "drt/Violation.h"
 
 #include "HandOff.h"
+#include "TensorChecks.h"
 #include "TensorStorage.h"
 
 #include <algorithm>

@@ -6,6 +6,7 @@
 #include "drt/SyncTransfer.h"
 #include "drt/Violation.h"
 
+#include "TensorChecks.h"
 #include "TensorStorage.h"
 #include "ViolationReport.h"
 
@@ -198,13 +199,6 @@ Tensor &Tensor::operator=(Tensor &&other) noexcept {
 }
 
 Tensor::~Tensor() = default;
-
-void Tensor::requireNonEmpty(const char *operation) const {
-  if (isEmpty())
-    reportViolationOf(
-        ViolationKind::UseOfMovedFrom,
-        {operation, " on an empty (moved-from) tensor '", name_, "'"});
-}
 
 std::string Tensor::describe() const {
   return "tensor '" + name_ + "' (" + type_.toString() + ", " +

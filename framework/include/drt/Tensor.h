@@ -238,7 +238,9 @@ private:
   friend class DeviceManager;
   friend class TensorStorage;
 
-  void requireNonEmpty(const char *operation) const;
+  /// Reports UseOfMovedFrom for \p operation on an empty tensor. Defined,
+  /// inline, in the framework's sources only (TensorChecks.h).
+  inline void requireNonEmpty(const char *operation) const;
   std::string describe() const;
 
   std::shared_ptr<TensorStorage> storage_;
