@@ -18,6 +18,7 @@
 #include "Kernels.h"
 #include "OpenCLDriver.h"
 #include "OpenCLSupport.h"
+#include "ParallelCopy.h"
 #include "PinnedHostMemory.h"
 
 #include "drt/BackendRegistry.h"
@@ -268,6 +269,8 @@ struct OpenCLDeviceManager::State {
   bool pinnedStaging = false;
   /// Bytes of each staging buffer: a staged transfer moves in chunks of it.
   uint64_t stagingChunk = 0;
+  /// Copies chunks into and out of the staging buffers (pinned-staging=1).
+  std::unique_ptr<ParallelCopy> stagingCopy;
   /// Most bytes of freed device blocks kept for reuse; 0: none.
   uint64_t poolLimit = 0;
   uint64_t programBuilds = 0;
@@ -638,6 +641,14 @@ const std::vector<BackendParameter> &openCLParameters() {
         {4096});
     stagingChunk.powerOfTwo = true;
     stagingChunk.testedWith = {{"pinned-staging", "1"}};
+    // Tested with two threads, the most this 2-core machine runs at once.
+    BackendParameter stagingThreads = BackendParameter::unsignedInRange(
+        "staging-copy-threads", 0, 0, 64,
+        "threads that copy a chunk into or out of a pinned staging buffer "
+        "(0: half the machine's hardware threads, from 1 to 4); a chunk of "
+        "less than 2 MiB is copied by one",
+        {2});
+    stagingThreads.testedWith = {{"pinned-staging", "1"}};
     return std::vector<BackendParameter>{
         BackendParameter::text(
             "platform", "index or case-insensitive name substring of the "
@@ -660,6 +671,7 @@ const std::vector<BackendParameter> &openCLParameters() {
             "CALL:NTH:STATUS[,...] (clCreateBuffer:2:CL_OUT_OF_RESOURCES); "
             "for testing error paths"),
         stagingChunk,
+        stagingThreads,
         // Tested off, and small enough that blocks are given back to the
         // driver while others stay cached.
         BackendParameter::unsignedInRange(
@@ -694,6 +706,8 @@ Error OpenCLDeviceManager::init() {
   Expected<bool> sharedContext = config().boolParameter("shared-context", true);
   Expected<uint64_t> stagingChunk =
       config().uintParameter("staging-chunk-bytes", uint64_t(4) << 20);
+  Expected<uint64_t> stagingThreads =
+      config().uintParameter("staging-copy-threads", 0);
   Expected<uint64_t> poolLimit =
       config().uintParameter("memory-pool-bytes", uint64_t(1) << 30);
   if (std::optional<std::string> faults = config().parameter("driver-faults")) {
@@ -722,6 +736,10 @@ Error OpenCLDeviceManager::init() {
                          std::to_string(s.info.globalMemoryBytes) + ")");
   s.pinnedStaging = *pinned;
   s.stagingChunk = *stagingChunk;
+  if (s.pinnedStaging && !s.stagingCopy)
+    s.stagingCopy = std::make_unique<ParallelCopy>(
+        *stagingThreads ? unsigned(*stagingThreads)
+                        : ParallelCopy::defaultThreads());
   s.poolLimit = *poolLimit;
   std::string where =
       "initialising device '" + name() + "' (" + s.info.toString() + ")";
@@ -1108,7 +1126,7 @@ void OpenCLDeviceManager::copyToDevice(DeviceLocation dst, const std::byte *src,
       }
       uint64_t offset = i * s.stagingChunk;
       uint64_t size = std::min(s.stagingChunk, bytes - offset);
-      std::memcpy(staging[i % 2].mapped, src + offset, size);
+      s.stagingCopy->copy(staging[i % 2].mapped, src + offset, size);
       rc = s.driver.enqueueWriteBuffer(s.queue, buffer, CL_FALSE, offset, size,
                                        staging[i % 2].mapped, &pending);
       if (rc != CL_SUCCESS)
@@ -1231,8 +1249,8 @@ void OpenCLDeviceManager::copyFromDevice(DeviceLocation src, std::byte *dst,
         break;
       }
       uint64_t offset = i * s.stagingChunk;
-      std::memcpy(dst + offset, staging[i % 2].mapped,
-                  std::min(s.stagingChunk, bytes - offset));
+      s.stagingCopy->copy(dst + offset, staging[i % 2].mapped,
+                          std::min(s.stagingChunk, bytes - offset));
     }
     if (call)
       s.driver.finish(s.queue);

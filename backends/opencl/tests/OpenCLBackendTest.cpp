@@ -133,7 +133,7 @@ TEST(OpenCLBackend, DeclaresItsParametersAndTheConfigurationsToTest) {
   EXPECT_EQ(names, (std::vector<std::string>{
                        "platform", "device", "device-index", "pinned-staging",
                        "shared-context", "driver-faults", "staging-chunk-bytes",
-                       "memory-pool-bytes"}));
+                       "staging-copy-threads", "memory-pool-bytes"}));
   auto configurations =
       BackendRegistry::instance().configurationsToTest("opencl");
   ASSERT_TRUE(configurations);
@@ -143,14 +143,18 @@ TEST(OpenCLBackend, DeclaresItsParametersAndTheConfigurationsToTest) {
                 {{"pinned-staging", "1"}},
                 {{"shared-context", "0"}},
                 {{"pinned-staging", "1"}, {"staging-chunk-bytes", "4096"}},
+                {{"pinned-staging", "1"}, {"staging-copy-threads", "2"}},
                 {{"memory-pool-bytes", "0"}},
                 {{"memory-pool-bytes", "65536"}}}));
-  // A fixed setting that turns staging off leaves the chunk size untested.
+  // A fixed setting that turns staging off leaves the chunk size and the
+  // copying threads untested.
   auto unstaged = BackendRegistry::instance().configurationsToTest(
       "opencl", {{"pinned-staging", "0"}});
   ASSERT_TRUE(unstaged);
-  for (const ParameterMap &c : *unstaged)
+  for (const ParameterMap &c : *unstaged) {
     EXPECT_EQ(c.count("staging-chunk-bytes"), 0u);
+    EXPECT_EQ(c.count("staging-copy-threads"), 0u);
+  }
   auto caps = BackendRegistry::instance().capabilitiesFor(
       "opencl", {{"pinned-staging", "1"}});
   ASSERT_TRUE(caps);

@@ -11,6 +11,7 @@
 #include "OpenCLTestSupport.h"
 
 #include "DeviceBlockPool.h"
+#include "ParallelCopy.h"
 #include "PinnedHostMemory.h"
 
 #include "drt/SyncTransfer.h"
@@ -18,6 +19,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -378,6 +380,94 @@ TEST(OpenCLStagingChunks, TransfersOfSeveralChunksPreserveContents) {
   }
   EXPECT_EQ(device->stats().deviceCopies, 0u);
   EXPECT_EQ(device->liveAllocations(), 0u);
+}
+
+// Chunks of 4 MiB copied by three threads (slices of at least 1 MiB; the
+// last chunk partial and not a multiple of a slice), checked through a run:
+// x goes up staged, the device copies it into o, o comes back staged into
+// host memory that held zeros, so a slice copied to the wrong place, twice
+// or not at all on either way shows in o.
+TEST(OpenCLStagingChunks, ChunksCopiedBySeveralThreadsPreserveContents) {
+  auto device = openDevice(
+      configNamed("cl", {{"pinned-staging", "1"},
+                         {"staging-chunk-bytes", std::to_string(4 << 20)},
+                         {"staging-copy-threads", "3"}}));
+  ASSERT_TRUE(device);
+  size_t n = (9 << 20) / 4 + 1029;
+  Type type{ElemKind::Int32, {n}};
+  Function fn("cp");
+  fn.addPlaceholder("x", type);
+  fn.addPlaceholder("o", type);
+  fn.addNode(Node{OpKind::Copy, {"x"}, "o"});
+  ASSERT_TRUE(addNetworkSync(*device, fn).isSuccess());
+  ExecutionContext context;
+  Tensor &x = context.bindings().allocate("x", type);
+  Tensor &o = context.bindings().allocate("o", type);
+  fill(x, iota(n, 7));
+  ASSERT_TRUE(transferToDeviceSync(*device, x).isSuccess());
+  ASSERT_TRUE(runFunctionSync(*device, "cp", context).isSuccess());
+  ASSERT_TRUE(transferFromDeviceSync(*device, o).isSuccess());
+  EXPECT_EQ(contents<int32_t>(o), iota(n, 7));
+}
+
+TEST(OpenCLStagingChunks, BadCopyThreadsAreRejected) {
+  OpenCLDeviceManager bad(configNamed("bad", {{"staging-copy-threads", "65"}}));
+  Error e = bad.init();
+  EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+  EXPECT_NE(e.message().find("staging-copy-threads"), std::string::npos)
+      << e.message();
+}
+
+/// A buffer of \p bytes with a byte pattern that differs at every offset
+/// and between \p seed values.
+std::vector<uint8_t> patterned(size_t bytes, uint8_t seed) {
+  std::vector<uint8_t> v(bytes);
+  for (size_t i = 0; i < bytes; ++i)
+    v[i] = uint8_t(i * 131 + (i >> 11) * 7 + seed);
+  return v;
+}
+
+TEST(ParallelCopy, CopiesEveryByteOnceWithAnyNumberOfThreads) {
+  constexpr size_t Slice = ParallelCopy::MinSliceBytes;
+  for (unsigned threads : {1u, 2u, 3u, 4u, 7u}) {
+    ParallelCopy copier(threads);
+    EXPECT_EQ(copier.threads(), threads);
+    for (size_t bytes : {size_t(0), size_t(1), 2 * Slice - 1, 2 * Slice,
+                         2 * Slice + 63, 5 * Slice + 17, 16 * Slice + 3}) {
+      std::vector<uint8_t> src = patterned(bytes, uint8_t(threads));
+      // A guard past the end must stay as it was.
+      std::vector<uint8_t> dst(bytes + 64, 0xA5);
+      copier.copy(dst.data(), src.data(), bytes);
+      EXPECT_TRUE(std::equal(src.begin(), src.end(), dst.begin()))
+          << threads << " threads, " << bytes << " bytes";
+      EXPECT_TRUE(std::all_of(dst.begin() + bytes, dst.end(),
+                              [](uint8_t b) { return b == 0xA5; }))
+          << threads << " threads, " << bytes << " bytes";
+    }
+  }
+  EXPECT_GE(ParallelCopy::defaultThreads(), 1u);
+  EXPECT_LE(ParallelCopy::defaultThreads(), 4u);
+}
+
+TEST(ParallelCopy, CopiesOfSeveralThreadsTakeTurns) {
+  ParallelCopy copier(3);
+  constexpr size_t Bytes = 3 * ParallelCopy::MinSliceBytes + 5;
+  std::vector<std::thread> callers;
+  std::atomic<int> wrong{0};
+  for (int c = 0; c < 4; ++c)
+    callers.emplace_back([&, c] {
+      std::vector<uint8_t> src = patterned(Bytes, uint8_t(c));
+      std::vector<uint8_t> dst(Bytes);
+      for (int round = 0; round < 8; ++round) {
+        std::fill(dst.begin(), dst.end(), 0);
+        copier.copy(dst.data(), src.data(), Bytes);
+        if (dst != src)
+          ++wrong;
+      }
+    });
+  for (std::thread &t : callers)
+    t.join();
+  EXPECT_EQ(wrong.load(), 0);
 }
 
 //===----------------------------------------------------------------------===//
