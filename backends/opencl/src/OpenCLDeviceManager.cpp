@@ -646,7 +646,7 @@ const std::vector<BackendParameter> &openCLParameters() {
         "staging-copy-threads", 0, 0, 64,
         "threads that copy a chunk into or out of a pinned staging buffer "
         "(0: half the machine's hardware threads, from 1 to 4); a chunk of "
-        "less than 2 MiB is copied by one",
+        "less than 512 KiB is copied by one",
         {2});
     stagingThreads.testedWith = {{"pinned-staging", "1"}};
     return std::vector<BackendParameter>{

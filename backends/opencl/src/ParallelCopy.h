@@ -28,7 +28,7 @@ public:
   /// Slices smaller than this are not worth a worker's wake-up (some
   /// microseconds): a copy of fewer than 2 * MinSliceBytes bytes is made by
   /// the caller alone.
-  static constexpr size_t MinSliceBytes = size_t(1) << 20;
+  static constexpr size_t MinSliceBytes = size_t(256) << 10;
 
   /// \p threads copying threads, the caller's included (at least 1).
   explicit ParallelCopy(unsigned threads);

@@ -382,7 +382,7 @@ TEST(OpenCLStagingChunks, TransfersOfSeveralChunksPreserveContents) {
   EXPECT_EQ(device->liveAllocations(), 0u);
 }
 
-// Chunks of 4 MiB copied by three threads (slices of at least 1 MiB; the
+// Chunks of 4 MiB copied by three threads (slices of at least 256 KiB; the
 // last chunk partial and not a multiple of a slice), checked through a run:
 // x goes up staged, the device copies it into o, o comes back staged into
 // host memory that held zeros, so a slice copied to the wrong place, twice
