@@ -1003,12 +1003,10 @@ ModelStep Model::apply(const Command &c) {
     step.callbacks = 0;
   else if (isAsync(c.kind))
     step.callbacks = 1;
-  if (o != Outcome::ok())
-    step.labels.push_back(
-        o.kind == Outcome::Kind::Error
-            ? CoverageLabel{"outcome-", "error ", errorCodeName(o.code)}
-            : CoverageLabel{"outcome-", "violation ",
-                            violationKindName(o.violation)});
+  if (o != Outcome::ok()) {
+    auto [kindText, name] = o.textParts();
+    step.labels.push_back({"outcome-", kindText, name});
+  }
   if (c.noWait) {
     step.labels.emplace_back("issued-without-waiting");
     if (const ModelTensor *t = tensor(c.target); t && !t->empty())

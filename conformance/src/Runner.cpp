@@ -990,8 +990,8 @@ private:
     }
     pairedModelStamp_ = 0;
     // What was verified carries over to the new pairs: it belongs to a
-    // record version, not to a name.
-    // The old pairs stay in earlier_, found through their versions, sorted.
+    // record version, not to a name. The old pairs stay in earlier_, found
+    // through their versions, sorted.
     std::swap(pairs_, earlier_);
     carried_.clear();
     for (size_t i = 0; i < earlier_.size(); ++i)

@@ -63,16 +63,21 @@ std::string_view commandKindName(CommandKind kind) {
   return "?";
 }
 
-std::string Outcome::toString() const {
+std::array<std::string_view, 2> Outcome::textParts() const {
   switch (kind) {
   case Kind::Ok:
-    return "ok";
+    return {"ok", ""};
   case Kind::Error:
-    return "error " + std::string(errorCodeName(code));
+    return {"error ", errorCodeName(code)};
   case Kind::Violation:
-    return "violation " + std::string(violationKindName(violation));
+    return {"violation ", violationKindName(violation)};
   }
-  return "?";
+  return {"?", ""};
+}
+
+std::string Outcome::toString() const {
+  auto [kindText, name] = textParts();
+  return std::string(kindText) + std::string(name);
 }
 
 bool operator==(const Command &a, const Command &b) {

@@ -1,5 +1,4 @@
-//===- VerifiedReading.h - A residency reading a sweep may reuse -*- C++
-//-*-===//
+//===- VerifiedReading.h - A reading a sweep may reuse ----------*- C++ -*-===//
 //
 // A sweep compares every tensor's residency with the model at every step.
 // Most records do not change in a step, and a record's version

@@ -1,5 +1,4 @@
-//===- TensorChecks.h - Checks inlined into the framework's calls -*- C++
-//-*-===//
+//===- TensorChecks.h - Checks inlined into operations ----------*- C++ -*-===//
 //
 // Tensor::requireNonEmpty, defined here so that every call of it in the
 // framework is inlined: a throwing violation handler then throws from the

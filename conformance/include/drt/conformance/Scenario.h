@@ -16,6 +16,7 @@
 #include "drt/Type.h"
 #include "drt/Violation.h"
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <span>
@@ -70,6 +71,10 @@ struct Outcome {
   }
   /// "ok", "error OutOfMemory", "violation use-of-moved-from".
   std::string toString() const;
+  /// toString()'s text in two parts that live as long as the program: the
+  /// kind ("ok", "error ", "violation ") and the code's or violation's name
+  /// (empty for ok).
+  std::array<std::string_view, 2> textParts() const;
   friend bool operator==(const Outcome &a, const Outcome &b) {
     return a.kind == b.kind && (a.kind != Kind::Error || a.code == b.code) &&
            (a.kind != Kind::Violation || a.violation == b.violation);
