@@ -169,7 +169,14 @@ DeviceStats FakeDevice::stats() const {
 
 std::vector<std::string> FakeDevice::events() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return events_;
+  std::vector<std::string> out;
+  out.reserve(events_.size());
+  for (const Event &e : events_)
+    out.push_back(e.action
+                      ? std::string(e.action) + " " + e.location.toString() +
+                            " " + std::to_string(e.bytes)
+                      : e.text);
+  return out;
 }
 
 std::vector<std::byte> FakeDevice::deviceBytes(DeviceLocation location) const {
@@ -180,7 +187,13 @@ std::vector<std::byte> FakeDevice::deviceBytes(DeviceLocation location) const {
 
 void FakeDevice::log(std::string event) {
   std::lock_guard<std::mutex> lock(mutex_);
-  events_.push_back(std::move(event));
+  events_.push_back(Event{nullptr, DeviceLocation{}, 0, std::move(event)});
+}
+
+/// Called with mutex_ held.
+void FakeDevice::logAction(const char *action, DeviceLocation location,
+                           uint64_t bytes) {
+  events_.push_back(Event{action, location, bytes, std::string()});
 }
 
 Error FakeDevice::injectFault(const FaultSpec &fault) {
@@ -194,10 +207,12 @@ Error FakeDevice::injectFault(const FaultSpec &fault) {
   return Error::success();
 }
 
-Error FakeDevice::strikeFault(FaultSite site, const std::string &what) {
+template <typename Describe>
+Error FakeDevice::strikeFault(FaultSite site, const Describe &describe) {
   std::optional<ErrorCode> code = faults_.strike(site);
   if (!code)
     return Error::success();
+  std::string what = describe();
   log("fault " + std::string(faultSiteName(site)) + " " +
       std::string(errorCodeName(*code)) + " at " + what);
   Error e(*code, "injected fault at " + std::string(faultSiteName(site)) +
@@ -208,9 +223,9 @@ Error FakeDevice::strikeFault(FaultSite site, const std::string &what) {
 }
 
 Expected<DeviceLocation> FakeDevice::allocate(uint64_t bytes) {
-  if (Error e =
-          strikeFault(FaultSite::Allocation,
-                      "allocation of " + std::to_string(bytes) + " bytes"))
+  if (Error e = strikeFault(FaultSite::Allocation, [&] {
+        return "allocation of " + std::to_string(bytes) + " bytes";
+      }))
     return e;
   std::lock_guard<std::mutex> lock(mutex_);
   if (stopped_)
@@ -238,7 +253,7 @@ Expected<DeviceLocation> FakeDevice::allocate(uint64_t bytes) {
   used_ += bytes;
   physical_ += (bytes + alignment_ - 1) & ~(alignment_ - 1);
   ++stats_.allocations;
-  events_.push_back("alloc " + loc.toString() + " " + std::to_string(bytes));
+  logAction("alloc", loc, bytes);
   return loc;
 }
 
@@ -254,8 +269,7 @@ Error FakeDevice::free(DeviceLocation location) {
   used_ -= bytes;
   physical_ -= (bytes + alignment_ - 1) & ~(alignment_ - 1);
   ++stats_.frees;
-  events_.push_back("free " + location.toString() + " " +
-                    std::to_string(bytes));
+  logAction("free", location, bytes);
   return Error::success();
 }
 
@@ -314,9 +328,10 @@ void FakeDevice::workerLoop() {
 
 void FakeDevice::copyToDevice(DeviceLocation dst, const std::byte *src,
                               uint64_t bytes, CompletionCallback done) {
-  if (Error e = strikeFault(FaultSite::TransferToDevice,
-                            "copy of " + std::to_string(bytes) + " bytes to " +
-                                dst.toString())) {
+  if (Error e = strikeFault(FaultSite::TransferToDevice, [&] {
+        return "copy of " + std::to_string(bytes) + " bytes to " +
+               dst.toString();
+      })) {
     if (e.code() == ErrorCode::DeviceLost)
       return; // shutdown() completed the operation already.
     return done(std::move(e));
@@ -333,8 +348,7 @@ void FakeDevice::copyToDevice(DeviceLocation dst, const std::byte *src,
         std::memcpy(a->bytes.data(), src, bytes);
         ++stats_.transfersToDevice;
         stats_.bytesToDevice += bytes;
-        events_.push_back("to-device " + dst.toString() + " " +
-                          std::to_string(bytes));
+        logAction("to-device", dst, bytes);
         return Error::success();
       },
       std::move(done));
@@ -342,9 +356,10 @@ void FakeDevice::copyToDevice(DeviceLocation dst, const std::byte *src,
 
 void FakeDevice::copyFromDevice(DeviceLocation src, std::byte *dst,
                                 uint64_t bytes, CompletionCallback done) {
-  if (Error e = strikeFault(FaultSite::TransferFromDevice,
-                            "copy of " + std::to_string(bytes) +
-                                " bytes from " + src.toString())) {
+  if (Error e = strikeFault(FaultSite::TransferFromDevice, [&] {
+        return "copy of " + std::to_string(bytes) + " bytes from " +
+               src.toString();
+      })) {
     if (e.code() == ErrorCode::DeviceLost)
       return;
     return done(std::move(e));
@@ -361,8 +376,7 @@ void FakeDevice::copyFromDevice(DeviceLocation src, std::byte *dst,
         std::memcpy(dst, a->bytes.data(), bytes);
         ++stats_.transfersFromDevice;
         stats_.bytesFromDevice += bytes;
-        events_.push_back("from-device " + src.toString() + " " +
-                          std::to_string(bytes));
+        logAction("from-device", src, bytes);
         return Error::success();
       },
       std::move(done));
@@ -580,15 +594,16 @@ Error FakeDevice::runNodes(const Function &function,
     }
   }
   ++stats_.runs;
-  events_.push_back("run " + function.name());
+  events_.push_back(
+      Event{nullptr, DeviceLocation{}, 0, "run " + function.name()});
   return Error::success();
 }
 
 void FakeDevice::execute(const Function &function,
                          std::vector<RunArgument> arguments,
                          CompletionCallback done) {
-  if (Error e =
-          strikeFault(FaultSite::Run, "run of '" + function.name() + "'")) {
+  if (Error e = strikeFault(
+          FaultSite::Run, [&] { return "run of '" + function.name() + "'"; })) {
     if (e.code() == ErrorCode::DeviceLost)
       return;
     return done(std::move(e));
@@ -617,7 +632,7 @@ void FakeDevice::shutdownBackend() {
   table_.clear();
   used_ = 0;
   physical_ = 0;
-  events_.push_back("shutdown");
+  events_.push_back(Event{nullptr, DeviceLocation{}, 0, "shutdown"});
 }
 
 } // namespace drt::fake

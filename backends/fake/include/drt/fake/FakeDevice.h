@@ -100,7 +100,11 @@ private:
   void workerLoop();
   void log(std::string event);
   /// Applies a planned fault at \p site: Success when none strikes.
-  Error strikeFault(FaultSite site, const std::string &what);
+  /// \p describe() names the action for the fault's message; it is called
+  /// only when a fault strikes, so that an action without one builds no
+  /// text.
+  template <typename Describe>
+  Error strikeFault(FaultSite site, const Describe &describe);
   Error runNodes(const Function &function,
                  const std::vector<RunArgument> &arguments);
 
@@ -115,7 +119,18 @@ private:
   uint64_t used_ = 0;
   uint64_t physical_ = 0;
   DeviceStats stats_;
-  std::vector<std::string> events_;
+  /// One entry of the event log. Allocations, frees and copies, which every
+  /// transfer makes, are kept as their action and numbers and formatted only
+  /// when events() is asked for; other actions keep their text.
+  struct Event {
+    /// "alloc", "free", "to-device" or "from-device"; null for a text event.
+    const char *action = nullptr;
+    DeviceLocation location;
+    uint64_t bytes = 0;
+    std::string text;
+  };
+  void logAction(const char *action, DeviceLocation location, uint64_t bytes);
+  std::vector<Event> events_;
   bool stopped_ = false;
 
   FaultPlan faults_;
