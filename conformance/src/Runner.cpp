@@ -741,6 +741,9 @@ public:
     for (const std::string &name : named)
       if (const ModelTensor *t = model.tensor(name); t && !t->empty())
         namedRecords_.push_back(t->record);
+    quickSwept_ = !allContents && quickSweep(model);
+    if (quickSwept_)
+      return std::nullopt;
     std::optional<Difference> unpaired = pairByName(model);
     findRecords(model);
     for (size_t i = 0; i < pairs_.size(); ++i) {
@@ -873,22 +876,32 @@ public:
             return d;
       return std::nullopt;
     }
+    // A quick sweep made the location checks of what changed itself.
+    if (quickSwept_)
+      return std::nullopt;
     // A sweep follows this step's compareState sweep, which paired every
     // tensor of the model with the backend's of the same name and read the
     // residency of each: the locations are those of that reading.
     located_.clear();
     std::optional<Difference> first;
-    for (const TensorPair &p : pairs_)
+    for (TensorPair &p : pairs_) {
+      size_t before = located_.size();
       if (auto d = check(*p.name, p.observed, p.record, p.snapshot)) {
         first = std::move(d);
         break;
       }
+      p.seenLocated.reset();
+      if (located_.size() > before)
+        p.seenLocated = located_.back();
+    }
     // Distinct records at distinct locations: the first tensor, in name
     // order, whose location an earlier tensor of another record holds. When
     // the same tensors of the same records are at the same locations as at
     // the last sweep that found no clash, there is none now either.
-    if (!first && located_ == unclashed_)
+    if (!first && located_ == unclashed_) {
+      keepAsBaseline();
       return std::nullopt;
+    }
     unclashed_.clear();
     if (!first)
       unclashed_ = located_;
@@ -913,6 +926,8 @@ public:
                         "the same as tensor '" + *holder->name + "' (" +
                             DeviceLocation{clash->location}.toString() + ")"};
     }
+    if (!first)
+      keepAsBaseline();
     return first;
   }
 
@@ -944,6 +959,30 @@ public:
   }
 
 private:
+  /// A resident tensor's location, as a sweep's backend checks saw it.
+  struct Located {
+    const Tensor *tensor;
+    /// Its residency record.
+    const void *record;
+    const DeviceManager *manager;
+    uint64_t location;
+    const std::string *name;
+    bool sameLocation(const Located &o) const {
+      return manager == o.manager && location == o.location;
+    }
+    bool operator==(const Located &o) const {
+      return tensor == o.tensor && record == o.record && manager == o.manager &&
+             location == o.location && name == o.name;
+    }
+    /// By location, then by name.
+    bool operator<(const Located &o) const {
+      if (manager != o.manager)
+        return std::less<>()(manager, o.manager);
+      if (location != o.location)
+        return location < o.location;
+      return *name < *o.name;
+    }
+  };
   /// A tensor of the model and the backend's tensor of the same name.
   struct TensorPair {
     const std::string *name = nullptr;
@@ -964,6 +1003,18 @@ private:
     /// The last reading of the record that matched the model, which a
     /// sweep reuses while it holds instead of reading the record.
     VerifiedReading verified;
+    /// What the last sweep that found no difference saw of the pair, the
+    /// baseline of a quick sweep: the backend's tensor object and record
+    /// (null when empty), the model's record number (-1 when empty), the
+    /// model record's taken-over raw location (its name and where that name
+    /// pointed then), and the location the pair added to the distinct-
+    /// locations check (none when not resident).
+    const Tensor *seenTensor = nullptr;
+    const ResidencyRecord *seenRecord = nullptr;
+    int seenRecordId = -1;
+    std::string seenTakenOver;
+    DeviceLocation seenTakenOverAt;
+    std::optional<Located> seenLocated;
   };
   /// A key of pairs_[position] (0: none) and the position.
   struct Keyed {
@@ -973,6 +1024,125 @@ private:
       return key != o.key ? key < o.key : position < o.position;
     }
   };
+
+  /// The backend's record of \p t, null when it is empty.
+  static const ResidencyRecord *recordOf(const Tensor &t) {
+    return t.isEmpty() ? nullptr : &t.residency();
+  }
+
+  /// Makes what every pair shows now, after a sweep that found no
+  /// difference, the baseline of the next quick sweep.
+  void keepAsBaseline() {
+    for (TensorPair &p : pairs_) {
+      const ModelTensor &mt = *p.expected;
+      p.seenTensor = p.observed;
+      p.seenRecord = recordOf(*p.observed);
+      p.seenRecordId = mt.empty() ? -1 : mt.record;
+      keepTakenOver(p);
+    }
+    seenLocationsChanges_ = locationsChanges_;
+    quickBaseline_ = true;
+  }
+
+  /// Keeps the model record's taken-over location of \p p, and where its
+  /// name points now, in the baseline.
+  void keepTakenOver(TensorPair &p) {
+    static const std::string none;
+    const std::string &takenOver = p.record ? p.record->location : none;
+    if (!sameText(p.seenTakenOver, takenOver))
+      p.seenTakenOver = takenOver;
+    p.seenTakenOverAt =
+        takenOver.empty() ? DeviceLocation{} : locations_.at(takenOver);
+  }
+
+  /// A sweep at the cost of what changed since the baseline (the last sweep
+  /// that found no difference), for a step that added, removed or moved no
+  /// tensor: when every tensor object, backend record and model record
+  /// number is the one of the baseline, which tensors share a record is
+  /// what it was then, and a pair whose record kept its version and whose
+  /// model record kept its state, device and taken-over location shows
+  /// what it showed then. Those pairs have their contents compared where a
+  /// sweep compares them; the others are compared whole, their locations
+  /// checked, and each new location against every other record's. True
+  /// when that found no difference; false (having reported nothing) when
+  /// anything differs or the step changed more, for the full sweep to find
+  /// and name the first difference.
+  bool quickSweep(const Model &model) {
+    if (!quickBaseline_ || pairedModelStamp_ != model.tensorNamesStamp() ||
+        pairedChanges_ != tensorNamesChanges_ ||
+        recordsStamp_ != model.recordsStamp())
+      return false;
+    for (TensorPair &p : pairs_) {
+      const Tensor *t = p.slot->get();
+      const ModelTensor &mt = *p.expected;
+      if (t != p.seenTensor ||
+          (mt.empty() ? -1 : mt.record) != p.seenRecordId ||
+          recordOf(*t) != p.seenRecord)
+        return false;
+      p.observed = t;
+    }
+    changed_.clear();
+    for (size_t i = 0; i < pairs_.size(); ++i) {
+      TensorPair &p = pairs_[i];
+      const ModelTensor &mt = *p.expected;
+      if (mt.empty())
+        continue;
+      const ModelRecord &r = *p.record;
+      const Tensor &t = *p.observed;
+      bool named = std::find(namedRecords_.begin(), namedRecords_.end(),
+                             mt.record) != namedRecords_.end();
+      bool contents = named || r.bytes <= SmallRecordBytes;
+      if (!named && p.seenRecord &&
+          p.verified.holds(*p.seenRecord, mt.record, r) &&
+          sameText(p.seenTakenOver, r.location) &&
+          (r.location.empty() || locationsChanges_ == seenLocationsChanges_ ||
+           locations_.at(r.location) == p.seenTakenOverAt)) {
+        if (contents &&
+            (r.state == ResidencyState::Host ||
+             r.state == ResidencyState::Mirrored) &&
+            contentsDifference(*p.name, mt, r, t.hostBytes()))
+          return false;
+        continue;
+      }
+      std::optional<ResidencySnapshot> seen;
+      if (compareTensor(*p.name, mt, &r, t, contents, &seen))
+        return false;
+      if (!seen) {
+        p.seenLocated.reset();
+        changed_.push_back(i);
+        continue;
+      }
+      p.verified.remember(*seen, mt.record, r);
+      std::optional<Located> located;
+      if (seen->state == ResidencyState::Device ||
+          seen->state == ResidencyState::Mirrored) {
+        if (seen->location.isNull() ||
+            (!r.location.empty() &&
+             seen->location != locations_.at(r.location)))
+          return false;
+        located = Located{&t, p.seenRecord, seen->manager, seen->location.value,
+                          p.name};
+      }
+      p.seenLocated = located;
+      changed_.push_back(i);
+    }
+    // Pairs that kept their locations held distinct ones at the baseline:
+    // a clash now involves a pair that changed.
+    for (size_t i : changed_) {
+      const std::optional<Located> &l = pairs_[i].seenLocated;
+      if (!l)
+        continue;
+      for (const TensorPair &other : pairs_)
+        if (other.seenLocated && other.seenLocated->sameLocation(*l) &&
+            other.seenLocated->record != l->record)
+          return false;
+    }
+    // The other pairs' taken-over names were found pointing where they did.
+    for (size_t i : changed_)
+      keepTakenOver(pairs_[i]);
+    seenLocationsChanges_ = locationsChanges_;
+    return true;
+  }
 
   /// Pairs every tensor of \p model with the backend's of the same name, in
   /// name order, up to the first name only one side has (returned). The
@@ -989,6 +1159,7 @@ private:
       return std::nullopt;
     }
     pairedModelStamp_ = 0;
+    quickBaseline_ = false;
     // What was verified carries over to the new pairs: it belongs to a
     // record version, not to a name. The old pairs stay in earlier_, found
     // through their versions, sorted.
@@ -1246,8 +1417,10 @@ private:
       return Error::success();
     case CommandKind::ToDevice: {
       std::optional<DeviceLocation> location;
-      if (!c.location.empty())
+      if (!c.location.empty()) {
+        ++locationsChanges_;
         location = locations_[c.location];
+      }
       device(c.device).transferToDevice(tensor(c.target), location, callback());
       return Error::success();
     }
@@ -1302,6 +1475,7 @@ private:
     case CommandKind::InjectFault:
       return device(c.device).injectFault(c.fault);
     case CommandKind::Alloc: {
+      ++locationsChanges_;
       locations_[c.target] = DeviceLocation{};
       auto loc = device(c.device).allocateDeviceMemory(c.bytes);
       if (!loc)
@@ -1310,6 +1484,7 @@ private:
       return Error::success();
     }
     case CommandKind::Free:
+      ++locationsChanges_;
       return device(c.device).releaseDeviceMemory(locations_[c.target]);
     }
     return Error::success();
@@ -1321,30 +1496,6 @@ private:
   const Scenario &scenario_;
   unsigned timeoutMs_;
   NameMap<size_t> deviceIndex_;
-  /// A resident tensor's location, as a sweep's backend checks saw it.
-  struct Located {
-    const Tensor *tensor;
-    /// Its residency record.
-    const void *record;
-    const DeviceManager *manager;
-    uint64_t location;
-    const std::string *name;
-    bool sameLocation(const Located &o) const {
-      return manager == o.manager && location == o.location;
-    }
-    bool operator==(const Located &o) const {
-      return tensor == o.tensor && record == o.record && manager == o.manager &&
-             location == o.location && name == o.name;
-    }
-    /// By location, then by name.
-    bool operator<(const Located &o) const {
-      if (manager != o.manager)
-        return std::less<>()(manager, o.manager);
-      if (location != o.location)
-        return location < o.location;
-      return *name < *o.name;
-    }
-  };
   std::vector<Located> located_;
   /// located_ as the last sweep that found no clash built it (before
   /// sorting).
@@ -1358,6 +1509,12 @@ private:
   std::vector<TensorPair> earlier_;
   std::vector<std::pair<uint64_t, size_t>> carried_;
   std::vector<Keyed> keyed_;
+  /// The positions of the pairs a quick sweep found changed.
+  std::vector<size_t> changed_;
+  /// Every pair holds the baseline of a quick sweep (keepAsBaseline).
+  bool quickBaseline_ = false;
+  /// This step's sweep was a quick one, which made the location checks.
+  bool quickSwept_ = false;
   std::vector<size_t> modelLeader_, backendLeader_;
   std::vector<uintptr_t> modelKeys_, backendKeys_;
   /// The records stamp of the model pairs_ found its records in
@@ -1376,6 +1533,10 @@ private:
   /// Raw locations by name, hashed: a sweep looks up the location of every
   /// resident record that took one over.
   std::unordered_map<std::string, DeviceLocation> locations_;
+  /// Counts the commands that may have changed locations_, and the count
+  /// the quick sweep's baseline was kept at.
+  uint64_t locationsChanges_ = 0;
+  uint64_t seenLocationsChanges_ = 0;
   std::map<std::string, std::unique_ptr<ExecutionContext>> contexts_;
   std::map<std::string, std::string> networkDevice_;
   std::shared_ptr<std::atomic<int>> extraCalls_ =

@@ -33,7 +33,8 @@ public:
     reading_ = reading;
     recordId_ = recordId;
     state_ = model.state;
-    device_ = model.device;
+    if (!sameText(device_, model.device))
+      device_ = model.device;
   }
   /// True when the kept reading holds still: \p observed has the version
   /// it had then, and \p model is the record number \p recordId in the

@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstring>
+#include <utility>
 
 using namespace drt;
 using namespace drt::conformance;
@@ -86,6 +88,52 @@ protected:
 
 private:
   int uploads_ = 0;
+};
+
+/// A device whose reads from the device also land in the previous read's
+/// destination (a stale destination kept for the next copy).
+class ReadBackAlsoWritesTheLastDestination final : public fake::FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+  ~ReadBackAlsoWritesTheLastDestination() override { shutdown(); }
+
+protected:
+  void copyFromDevice(DeviceLocation src, std::byte *dst, uint64_t bytes,
+                      CompletionCallback done) override {
+    std::byte *last = std::exchange(last_, dst);
+    FakeDevice::copyFromDevice(src, dst, bytes,
+                               [last, dst, bytes, done](Error e) {
+                                 if (last && e.isSuccess())
+                                   std::memcpy(last, dst, bytes);
+                                 done(std::move(e));
+                               });
+  }
+
+private:
+  std::byte *last_ = nullptr;
+};
+
+/// A device whose second allocation hands out the first one's location
+/// again while it is still in use (the second block is taken, and counted,
+/// but never used).
+class SecondAllocationReusesTheFirst final : public fake::FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+  ~SecondAllocationReusesTheFirst() override { shutdown(); }
+
+protected:
+  Expected<DeviceLocation> allocate(uint64_t bytes) override {
+    Expected<DeviceLocation> loc = FakeDevice::allocate(bytes);
+    if (!loc)
+      return loc;
+    if (++allocations_ == 1)
+      first_ = *loc;
+    return allocations_ == 2 ? first_ : *loc;
+  }
+
+private:
+  int allocations_ = 0;
+  DeviceLocation first_;
 };
 
 /// A device whose copies from the device complete twice.
@@ -660,6 +708,46 @@ to-device b d0
   EXPECT_EQ(r.divergence->step, 4u) << r.divergence->toString();
   EXPECT_EQ(r.divergence->what, "residency of tensor 'a'")
       << r.divergence->toString();
+}
+
+TEST(Runner, ASweepComparesTheHostContentsOfTensorsTheStepDidNotName) {
+  // The read-back of b also lands in a's host bytes, which no step since
+  // a's own read-back has named: the step that does it is reported, and a
+  // with it.
+  RunResult r = run(R"(device d0
+create a f32 [4] fill=random:1
+create b f32 [4] fill=random:2
+to-device a d0
+from-device a d0 release
+to-device b d0
+from-device b d0 keep
+)",
+                    testBackend<ReadBackAlsoWritesTheLastDestination>(
+                        "test:read-back-also-writes-the-last-destination"));
+  ASSERT_TRUE(r.divergence) << r.setupError;
+  EXPECT_EQ(r.divergence->step, 6u) << r.divergence->toString();
+  EXPECT_EQ(r.divergence->what, "host contents of tensor 'a' at byte 0")
+      << r.divergence->toString();
+}
+
+TEST(Runner, ASweepFindsANewLocationThatAnotherRecordHolds) {
+  // b's upload is handed a's block, which a still holds: the upload's step
+  // is reported, though a record that kept its location (a's) is one of
+  // the two.
+  RunResult r = run(R"(device d0
+create a f32 [4]
+create b f32 [4]
+to-device a d0
+read b
+to-device b d0
+)",
+                    testBackend<SecondAllocationReusesTheFirst>(
+                        "test:second-allocation-reuses-the-first"));
+  ASSERT_TRUE(r.divergence) << r.setupError;
+  EXPECT_EQ(r.divergence->step, 5u) << r.divergence->toString();
+  EXPECT_EQ(r.divergence->what, "location of tensor 'b'")
+      << r.divergence->toString();
+  EXPECT_EQ(r.divergence->expected, "distinct from every other record's");
 }
 
 TEST(Runner, ABackgroundErrorOfAParallelBlocksReadBackIsReportedAsItself) {
