@@ -747,7 +747,7 @@ public:
     std::optional<Difference> unpaired = pairByName(model);
     findRecords(model);
     for (size_t i = 0; i < pairs_.size(); ++i) {
-      TensorPair &p = pairs_[i];
+      TensorPair &p = *pairs_[i];
       const std::string &name = *p.name;
       const ModelTensor &mt = *p.expected;
       const ModelRecord *r = p.record;
@@ -775,10 +775,10 @@ public:
       size_t modelLeader = modelLeader_[i], backendLeader = backendLeader_[i];
       if (modelLeader != backendLeader ||
           (backendLeader != i &&
-           !t.sharesResidencyWith(*pairs_[backendLeader].observed))) {
+           !t.sharesResidencyWith(*pairs_[backendLeader]->observed))) {
         auto with = [&](size_t leader) {
           return leader == i ? std::string("no tensor named before it")
-                             : "tensor '" + *pairs_[leader].name + "'";
+                             : "tensor '" + *pairs_[leader]->name + "'";
         };
         return Difference{"residency record of tensor '" + name + "'",
                           "shared with " + with(modelLeader),
@@ -884,7 +884,8 @@ public:
     // residency of each: the locations are those of that reading.
     located_.clear();
     std::optional<Difference> first;
-    for (TensorPair &p : pairs_) {
+    for (auto &pair : pairs_) {
+      TensorPair &p = *pair;
       size_t before = located_.size();
       if (auto d = check(*p.name, p.observed, p.record, p.snapshot)) {
         first = std::move(d);
@@ -1011,6 +1012,15 @@ private:
     /// locations check (none when not resident).
     const Tensor *seenTensor = nullptr;
     const ResidencyRecord *seenRecord = nullptr;
+    /// The pair's name, kept for carrying the baseline over when the pairs
+    /// are built again (name points into the model, which may have dropped
+    /// it by then).
+    std::string seenName;
+    /// Set by a quick sweep: the backend's record now, and whether the
+    /// tensor object, the backend record or the model record differ from
+    /// the baseline's.
+    const ResidencyRecord *current = nullptr;
+    bool rekeyed = false;
     int seenRecordId = -1;
     std::string seenTakenOver;
     DeviceLocation seenTakenOverAt;
@@ -1033,7 +1043,8 @@ private:
   /// Makes what every pair shows now, after a sweep that found no
   /// difference, the baseline of the next quick sweep.
   void keepAsBaseline() {
-    for (TensorPair &p : pairs_) {
+    for (auto &pair : pairs_) {
+      TensorPair &p = *pair;
       const ModelTensor &mt = *p.expected;
       p.seenTensor = p.observed;
       p.seenRecord = recordOf(*p.observed);
@@ -1056,44 +1067,62 @@ private:
   }
 
   /// A sweep at the cost of what changed since the baseline (the last sweep
-  /// that found no difference), for a step that added, removed or moved no
-  /// tensor: when every tensor object, backend record and model record
-  /// number is the one of the baseline, which tensors share a record is
-  /// what it was then, and a pair whose record kept its version and whose
-  /// model record kept its state, device and taken-over location shows
-  /// what it showed then. Those pairs have their contents compared where a
-  /// sweep compares them; the others are compared whole, their locations
-  /// checked, and each new location against every other record's. True
-  /// when that found no difference; false (having reported nothing) when
-  /// anything differs or the step changed more, for the full sweep to find
+  /// that found no difference). A pair whose tensor object, backend record
+  /// and model record number are those of the baseline (not rekeyed), whose
+  /// record kept its version and whose model record kept its state, device
+  /// and taken-over location shows what it showed then: its contents are
+  /// compared where a sweep compares them. The others (a tensor the step
+  /// created, moved or named, a record it changed) are compared whole,
+  /// their locations checked and each new location against every other
+  /// record's, and a rekeyed pair shares a record with exactly the tensors
+  /// the model says it shares one with (the others still share as they did
+  /// at the baseline). True when that found no difference; false (having
+  /// reported nothing) when anything differs, for the full sweep to find
   /// and name the first difference.
   bool quickSweep(const Model &model) {
-    if (!quickBaseline_ || pairedModelStamp_ != model.tensorNamesStamp() ||
-        pairedChanges_ != tensorNamesChanges_ ||
-        recordsStamp_ != model.recordsStamp())
+    if (!quickBaseline_)
       return false;
-    for (TensorPair &p : pairs_) {
+    // Names added or removed: pair again, the baseline kept by name.
+    if ((pairedModelStamp_ != model.tensorNamesStamp() ||
+         pairedChanges_ != tensorNamesChanges_) &&
+        pairByName(model))
+      return false;
+    for (auto &pair : pairs_) {
+      TensorPair &p = *pair;
       const Tensor *t = p.slot->get();
       const ModelTensor &mt = *p.expected;
-      if (t != p.seenTensor ||
-          (mt.empty() ? -1 : mt.record) != p.seenRecordId ||
-          recordOf(*t) != p.seenRecord)
-        return false;
+      int id = mt.empty() ? -1 : mt.record;
+      if (id < 0) {
+        p.record = nullptr;
+      } else if (id != p.recordId || !p.record) {
+        p.record = &model.records().at(id);
+        p.recordId = id;
+      }
       p.observed = t;
+      p.current = recordOf(*t);
+      p.rekeyed = t != p.seenTensor || id != p.seenRecordId ||
+                  p.current != p.seenRecord;
     }
     changed_.clear();
     for (size_t i = 0; i < pairs_.size(); ++i) {
-      TensorPair &p = pairs_[i];
+      TensorPair &p = *pairs_[i];
       const ModelTensor &mt = *p.expected;
-      if (mt.empty())
-        continue;
-      const ModelRecord &r = *p.record;
       const Tensor &t = *p.observed;
+      if (mt.empty()) {
+        if (p.rekeyed) {
+          if (!t.isEmpty())
+            return false;
+          p.seenLocated.reset();
+          changed_.push_back(i);
+        }
+        continue;
+      }
+      const ModelRecord &r = *p.record;
       bool named = std::find(namedRecords_.begin(), namedRecords_.end(),
                              mt.record) != namedRecords_.end();
       bool contents = named || r.bytes <= SmallRecordBytes;
-      if (!named && p.seenRecord &&
-          p.verified.holds(*p.seenRecord, mt.record, r) &&
+      if (!p.rekeyed && !named && p.current &&
+          p.verified.holds(*p.current, mt.record, r) &&
           sameText(p.seenTakenOver, r.location) &&
           (r.location.empty() || locationsChanges_ == seenLocationsChanges_ ||
            locations_.at(r.location) == p.seenTakenOverAt)) {
@@ -1107,9 +1136,9 @@ private:
       std::optional<ResidencySnapshot> seen;
       if (compareTensor(*p.name, mt, &r, t, contents, &seen))
         return false;
+      changed_.push_back(i);
       if (!seen) {
         p.seenLocated.reset();
-        changed_.push_back(i);
         continue;
       }
       p.verified.remember(*seen, mt.record, r);
@@ -1120,26 +1149,42 @@ private:
             (!r.location.empty() &&
              seen->location != locations_.at(r.location)))
           return false;
-        located = Located{&t, p.seenRecord, seen->manager, seen->location.value,
-                          p.name};
+        located =
+            Located{&t, p.current, seen->manager, seen->location.value, p.name};
       }
       p.seenLocated = located;
-      changed_.push_back(i);
     }
-    // Pairs that kept their locations held distinct ones at the baseline:
-    // a clash now involves a pair that changed.
     for (size_t i : changed_) {
-      const std::optional<Located> &l = pairs_[i].seenLocated;
-      if (!l)
-        continue;
-      for (const TensorPair &other : pairs_)
-        if (other.seenLocated && other.seenLocated->sameLocation(*l) &&
-            other.seenLocated->record != l->record)
-          return false;
+      const TensorPair &c = *pairs_[i];
+      // Sharing: the same model record exactly where the same backend one.
+      if (c.rekeyed)
+        for (const auto &pair : pairs_) {
+          const TensorPair &other = *pair;
+          if (&other == &c)
+            continue;
+          bool modelShares = !c.expected->empty() &&
+                             c.expected->record == other.expected->record;
+          bool backendShares = c.current && c.current == other.current;
+          if (modelShares != backendShares)
+            return false;
+        }
+      // Pairs that kept their locations held distinct ones at the
+      // baseline: a clash now involves one that changed.
+      const std::optional<Located> &l = c.seenLocated;
+      if (l)
+        for (const auto &other : pairs_)
+          if (other->seenLocated && other->seenLocated->sameLocation(*l) &&
+              other->seenLocated->record != l->record)
+            return false;
     }
     // The other pairs' taken-over names were found pointing where they did.
-    for (size_t i : changed_)
-      keepTakenOver(pairs_[i]);
+    for (size_t i : changed_) {
+      TensorPair &p = *pairs_[i];
+      p.seenTensor = p.observed;
+      p.seenRecord = p.current;
+      p.seenRecordId = p.expected->empty() ? -1 : p.expected->record;
+      keepTakenOver(p);
+    }
     seenLocationsChanges_ = locationsChanges_;
     return true;
   }
@@ -1152,24 +1197,22 @@ private:
   std::optional<Difference> pairByName(const Model &model) {
     if (pairedModelStamp_ == model.tensorNamesStamp() &&
         pairedChanges_ == tensorNamesChanges_) {
-      for (TensorPair &p : pairs_) {
+      for (auto &pair : pairs_) {
+        TensorPair &p = *pair;
         p.observed = p.slot->get();
         p.snapshot.reset();
       }
       return std::nullopt;
     }
     pairedModelStamp_ = 0;
-    quickBaseline_ = false;
-    // What was verified carries over to the new pairs: it belongs to a
-    // record version, not to a name. The old pairs stay in earlier_, found
-    // through their versions, sorted.
+    // The pair of a name both the old and the new pairs have moves over
+    // whole (its verified reading and its baseline); the old pairs stay in
+    // earlier_, where a new name finds the verified reading of a record
+    // version it shows (a reading belongs to a version, not to a name).
     std::swap(pairs_, earlier_);
-    carried_.clear();
-    for (size_t i = 0; i < earlier_.size(); ++i)
-      if (uint64_t version = earlier_[i].verified.version())
-        carried_.push_back({version, i});
-    std::sort(carried_.begin(), carried_.end());
     pairs_.clear();
+    newcomers_.clear();
+    size_t before = 0;
     auto expected = model.tensors().begin();
     auto observed = tensors_.begin();
     for (; expected != model.tensors().end() || observed != tensors_.end();
@@ -1177,19 +1220,23 @@ private:
       // Equal names, the common case, take one comparison.
       if (expected != model.tensors().end() && observed != tensors_.end() &&
           sameText(expected->first, observed->first)) {
-        TensorPair &p = pairs_.emplace_back();
+        while (before < earlier_.size() &&
+               earlier_[before]->seenName < expected->first)
+          ++before;
+        if (before < earlier_.size() &&
+            sameText(earlier_[before]->seenName, expected->first)) {
+          pairs_.push_back(std::move(earlier_[before++]));
+        } else {
+          pairs_.push_back(std::make_unique<TensorPair>());
+          pairs_.back()->seenName = expected->first;
+          newcomers_.push_back(pairs_.size() - 1);
+        }
+        TensorPair &p = *pairs_.back();
         p.name = &expected->first;
         p.expected = &expected->second;
         p.observed = observed->second.get();
         p.slot = &observed->second;
-        if (!carried_.empty() && !p.observed->isEmpty()) {
-          uint64_t version = p.observed->residency().version();
-          auto it = std::lower_bound(carried_.begin(), carried_.end(), version,
-                                     [](const std::pair<uint64_t, size_t> &v,
-                                        uint64_t x) { return v.first < x; });
-          if (it != carried_.end() && it->first == version)
-            p.verified = earlier_[it->second].verified;
-        }
+        p.snapshot.reset();
         continue;
       }
       if (observed == tensors_.end() || (expected != model.tensors().end() &&
@@ -1198,6 +1245,25 @@ private:
                           "missing"};
       return Difference{"tensor '" + observed->first + "'", "not to exist",
                         "exists"};
+    }
+    if (!newcomers_.empty()) {
+      carried_.clear();
+      for (size_t i = 0; i < earlier_.size(); ++i)
+        if (earlier_[i])
+          if (uint64_t version = earlier_[i]->verified.version())
+            carried_.push_back({version, i});
+      std::sort(carried_.begin(), carried_.end());
+      for (size_t i : newcomers_) {
+        TensorPair &p = *pairs_[i];
+        if (carried_.empty() || p.observed->isEmpty())
+          continue;
+        uint64_t version = p.observed->residency().version();
+        auto it = std::lower_bound(carried_.begin(), carried_.end(), version,
+                                   [](const std::pair<uint64_t, size_t> &v,
+                                      uint64_t x) { return v.first < x; });
+        if (it != carried_.end() && it->first == version)
+          p.verified = earlier_[it->second]->verified;
+      }
     }
     pairedModelStamp_ = model.tensorNamesStamp();
     pairedChanges_ = tensorNamesChanges_;
@@ -1219,7 +1285,7 @@ private:
     modelKeys_.resize(n);
     backendKeys_.resize(n);
     for (size_t i = 0; i < n; ++i) {
-      TensorPair &p = pairs_[i];
+      TensorPair &p = *pairs_[i];
       const ModelTensor &mt = *p.expected;
       if (mt.empty()) {
         p.record = nullptr;
@@ -1417,10 +1483,8 @@ private:
       return Error::success();
     case CommandKind::ToDevice: {
       std::optional<DeviceLocation> location;
-      if (!c.location.empty()) {
-        ++locationsChanges_;
+      if (!c.location.empty())
         location = locations_[c.location];
-      }
       device(c.device).transferToDevice(tensor(c.target), location, callback());
       return Error::success();
     }
@@ -1475,7 +1539,9 @@ private:
     case CommandKind::InjectFault:
       return device(c.device).injectFault(c.fault);
     case CommandKind::Alloc: {
-      ++locationsChanges_;
+      // A name allocated again may be one a record took over.
+      if (!locations_.try_emplace(c.target).second)
+        ++locationsChanges_;
       locations_[c.target] = DeviceLocation{};
       auto loc = device(c.device).allocateDeviceMemory(c.bytes);
       if (!loc)
@@ -1484,7 +1550,6 @@ private:
       return Error::success();
     }
     case CommandKind::Free:
-      ++locationsChanges_;
       return device(c.device).releaseDeviceMemory(locations_[c.target]);
     }
     return Error::success();
@@ -1503,12 +1568,15 @@ private:
   /// Scratch space of the sweeps, kept between steps so that a step
   /// allocates nothing once they have grown.
   std::vector<int> namedRecords_;
-  std::vector<TensorPair> pairs_;
+  std::vector<std::unique_ptr<TensorPair>> pairs_;
   /// The pairs before the last rebuild, and the versions of their verified
   /// readings with their positions there, in version order.
-  std::vector<TensorPair> earlier_;
+  std::vector<std::unique_ptr<TensorPair>> earlier_;
   std::vector<std::pair<uint64_t, size_t>> carried_;
   std::vector<Keyed> keyed_;
+  /// The positions of the pairs the last pairing found no old pair of the
+  /// same name for.
+  std::vector<size_t> newcomers_;
   /// The positions of the pairs a quick sweep found changed.
   std::vector<size_t> changed_;
   /// Every pair holds the baseline of a quick sweep (keepAsBaseline).
@@ -1533,8 +1601,10 @@ private:
   /// Raw locations by name, hashed: a sweep looks up the location of every
   /// resident record that took one over.
   std::unordered_map<std::string, DeviceLocation> locations_;
-  /// Counts the commands that may have changed locations_, and the count
-  /// the quick sweep's baseline was kept at.
+  /// Counts the allocations that gave a name of locations_ another
+  /// location (only a scenario's alloc commands change it, and only for a
+  /// name allocated again), and the count the quick sweep's baseline was
+  /// kept at.
   uint64_t locationsChanges_ = 0;
   uint64_t seenLocationsChanges_ = 0;
   std::map<std::string, std::unique_ptr<ExecutionContext>> contexts_;
