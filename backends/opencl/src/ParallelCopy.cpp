@@ -38,6 +38,9 @@ unsigned ParallelCopy::defaultThreads() {
 }
 
 void ParallelCopy::copy(void *dst, const void *src, size_t bytes) {
+  // An empty copy may come with null pointers, which memcpy must not get.
+  if (bytes == 0)
+    return;
   unsigned slices = unsigned(
       std::min<size_t>(threads(), std::max<size_t>(bytes / MinSliceBytes, 1)));
   if (slices < 2) {
