@@ -707,6 +707,8 @@ Outcome Model::ensureOutputs(const Command &c, Step &step) {
 
 ModelStep Model::apply(const Command &c) {
   Step step;
+  // A step has a few labels: one allocation for them, not one per growth.
+  step.labels.reserve(6);
   step.labels.push_back({commandKindName(c.kind)});
   // A command on a record whose transfer was issued without waiting meets
   // it busy: the framework makes it wait, so its outcome is the one it has

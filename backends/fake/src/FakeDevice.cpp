@@ -283,11 +283,18 @@ Expected<uint64_t> FakeDevice::allocationSize(DeviceLocation location) const {
   return uint64_t(a->bytes.size());
 }
 
-void FakeDevice::submit(std::function<Error()> work, CompletionCallback done) {
+template <typename Work>
+void FakeDevice::submit(Work &&work, CompletionCallback done) {
+  // A synchronous device runs the work in place: no function object to
+  // allocate for it.
   if (!async_) {
     Error e = work();
     return done(std::move(e));
   }
+  enqueue(std::function<Error()>(std::forward<Work>(work)), std::move(done));
+}
+
+void FakeDevice::enqueue(std::function<Error()> work, CompletionCallback done) {
   {
     std::lock_guard<std::mutex> lock(queueMutex_);
     if (!stopWorker_) {

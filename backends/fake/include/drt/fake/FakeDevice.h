@@ -96,7 +96,11 @@ private:
     CompletionCallback done;
   };
 
-  void submit(std::function<Error()> work, CompletionCallback done);
+  /// Runs \p work now (sync) or queues it for the worker (async), and
+  /// completes \p done with its outcome.
+  template <typename Work> void submit(Work &&work, CompletionCallback done);
+  /// Queues \p work for the worker; DeviceLost once the device stops.
+  void enqueue(std::function<Error()> work, CompletionCallback done);
   void workerLoop();
   void log(std::string event);
   /// Applies a planned fault at \p site: Success when none strikes.
