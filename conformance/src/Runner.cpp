@@ -2194,6 +2194,12 @@ void runInto(const Scenario &scenario, const RunOptions &options,
       n += d.shutDown;
     return n;
   };
+  auto lossMayStrike = [](const Model &m) {
+    for (const auto &[name, d] : m.devices())
+      if (d.lossPlanned && !d.shutDown)
+        return true;
+    return false;
+  };
   auto runStep = [&](const Command &c, size_t step, bool written,
                      const Lane *only) {
     result.steps = std::max(result.steps, step);
@@ -2214,9 +2220,11 @@ void runInto(const Scenario &scenario, const RunOptions &options,
           m.tensors().size() <= SweepTensors || step % SweepPeriod == 0;
       size_t down = devicesDown(m);
       before.clear();
-      // Every record (in record order, as records() has them) or those of
-      // the named tensors.
-      bool everyRecord = sweep || c.kind == CommandKind::Shutdown;
+      // Every record (in record order, as records() has them) when the step
+      // may shut a device down (a shutdown, or any step once a DeviceLost
+      // fault is planned), else those of the named tensors, the only ones
+      // any other step changes.
+      bool everyRecord = c.kind == CommandKind::Shutdown || lossMayStrike(m);
       if (first && written) {
         if (everyRecord) {
           for (const auto &[id, r] : m.records())

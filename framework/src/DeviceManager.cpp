@@ -91,6 +91,7 @@ DeviceManager::beginOperation(std::string what, CompletionCallback then) {
   op->then = std::move(then);
   std::lock_guard<std::mutex> lock(mutex_);
   pending_.push_back(op);
+  pendingCount_.store(pending_.size(), std::memory_order_release);
   return op;
 }
 
@@ -105,6 +106,7 @@ DeviceManager::beginOperation(const char *operation,
   op->then = std::move(then);
   std::lock_guard<std::mutex> lock(mutex_);
   pending_.push_back(op);
+  pendingCount_.store(pending_.size(), std::memory_order_release);
   return op;
 }
 
@@ -130,6 +132,7 @@ void DeviceManager::finishOperation(const std::shared_ptr<PendingOperation> &op,
     std::lock_guard<std::mutex> lock(mutex_);
     pending_.erase(std::remove(pending_.begin(), pending_.end(), op),
                    pending_.end());
+    pendingCount_.store(pending_.size(), std::memory_order_release);
   }
   if (shutDown_ && e.isSuccess())
     e = makeError(ErrorCode::DeviceLost,
@@ -139,8 +142,7 @@ void DeviceManager::finishOperation(const std::shared_ptr<PendingOperation> &op,
 }
 
 size_t DeviceManager::operationsInFlight() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return pending_.size();
+  return pendingCount_.load(std::memory_order_acquire);
 }
 
 void DeviceManager::shutdown() {
@@ -192,15 +194,19 @@ Error DeviceManager::injectFault(const FaultSpec &) {
 }
 
 std::vector<Error> DeviceManager::takeBackgroundErrors() {
-  std::lock_guard<std::mutex> lock(mutex_);
   std::vector<Error> out;
+  if (!anyBackgroundErrors_.load(std::memory_order_acquire))
+    return out;
+  std::lock_guard<std::mutex> lock(mutex_);
   out.swap(backgroundErrors_);
+  anyBackgroundErrors_.store(false, std::memory_order_relaxed);
   return out;
 }
 
 void DeviceManager::noteBackgroundError(Error error) {
   std::lock_guard<std::mutex> lock(mutex_);
   backgroundErrors_.push_back(std::move(error));
+  anyBackgroundErrors_.store(true, std::memory_order_release);
 }
 
 //===----------------------------------------------------------------------===//

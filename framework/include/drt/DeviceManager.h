@@ -237,6 +237,11 @@ private:
   std::vector<std::shared_ptr<PendingOperation>> pending_;
   std::vector<Error> backgroundErrors_;
   std::map<std::string, std::shared_ptr<const Function>> networks_;
+  /// pending_.size() and !backgroundErrors_.empty(), written under mutex_:
+  /// a harness asks for both after every step, mostly to hear "none", which
+  /// these answer without the lock.
+  std::atomic<size_t> pendingCount_{0};
+  std::atomic<bool> anyBackgroundErrors_{false};
 };
 
 } // namespace drt
