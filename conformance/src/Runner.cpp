@@ -452,8 +452,10 @@ public:
         transferred = it->second.get();
     bool fetched = c.kind == CommandKind::FromDevice;
     // The runner waits for this step's callback before it touches the model
-    // again, so the callback may read the model on the backend's thread.
-    const ModelTensor *expectedTensor = model.tensor(c.target);
+    // again, so the callback may read the model on the backend's thread. A
+    // read-back's callback compares contents: only it needs them.
+    const ModelTensor *expectedTensor =
+        fetched && transferred ? model.tensor(c.target) : nullptr;
     const ModelRecord *expectedRecord =
         expectedTensor && !expectedTensor->empty()
             ? &model.records().at(expectedTensor->record)
@@ -2239,7 +2241,10 @@ void runInto(const Scenario &scenario, const RunOptions &options,
           m.transfersPending() && m.transferPendingOn(c.target);
       ModelStep predicted = m.apply(c);
       sweep = sweep || devicesDown(m) != down;
-      addTensorsNamedBy(c, m, named);
+      // A run's context as the step left it (the other commands name the
+      // same tensors after the step as before it).
+      if (c.kind == CommandKind::Run || c.kind == CommandKind::EnsureOutputs)
+        addTensorsNamedBy(c, m, named);
       // The final read-back is the runner's, not the scenario's: it counts
       // towards no coverage.
       if (first && written) {

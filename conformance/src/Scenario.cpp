@@ -417,11 +417,27 @@ std::string sizeProblem(const Command &create) {
 
 } // namespace
 
+namespace {
+/// A hash of a short name, inline (names are a few characters long).
+struct NameHash {
+  size_t operator()(std::string_view s) const {
+    uint64_t h = 0xcbf29ce484222325u;
+    for (char c : s)
+      h = (h ^ uint8_t(c)) * 0x100000001b3u;
+    return size_t(h);
+  }
+};
+/// Names of the scenario being validated, which outlives the sets.
+using Names = std::unordered_set<std::string_view, NameHash>;
+} // namespace
+
 std::string validateScenario(const Scenario &scenario) {
   // Hashed: a replayed scenario is validated before every run, and the
-  // names it declares only need to be found, never listed in order.
-  std::unordered_set<std::string> devices, tensors, networks;
-  std::unordered_map<std::string, std::string> locations;
+  // names it declares only need to be found, never listed in order. They
+  // are views of the scenario's own strings.
+  Names devices, tensors, networks;
+  std::unordered_map<std::string_view, std::string_view, NameHash> locations;
+  tensors.reserve(scenario.commands.size() / 4 + 8);
   for (const DeviceSpec &d : scenario.devices)
     if (!devices.insert(d.name).second)
       return "device '" + d.name + "' is declared twice";
@@ -429,10 +445,10 @@ std::string validateScenario(const Scenario &scenario) {
   // a planned DeviceLost may shut down: a shutdown meeting pending work
   // would make its outcome a matter of timing.
   bool pending = false;
-  std::unordered_set<std::string> mayBeLost;
+  Names mayBeLost;
   // The branch each tensor is used by: a tensor object belongs to one
   // branch (branches share records through views of them).
-  std::unordered_map<std::string, int> branchOf;
+  std::unordered_map<std::string_view, int, NameHash> branchOf;
   for (size_t i = 0; i < scenario.commands.size(); ++i) {
     const Command &c = scenario.commands[i];
     // Named only in a problem: building it for every command would cost a
@@ -537,7 +553,7 @@ std::string validateScenario(const Scenario &scenario) {
           problem = step() + "unknown location '" + c.location + "'";
         else if (it->second != c.device)
           problem = step() + "location '" + c.location +
-                    "' belongs to device '" + it->second + "'";
+                    "' belongs to device '" + std::string(it->second) + "'";
       }
       break;
     case CommandKind::FromDevice:
@@ -582,7 +598,7 @@ std::string validateScenario(const Scenario &scenario) {
         problem = step() + "unknown location '" + c.target + "'";
       else if (problem.empty() && it->second != c.device)
         problem = step() + "location '" + c.target + "' belongs to device '" +
-                  it->second + "'";
+                  std::string(it->second) + "'";
       break;
     }
     }

@@ -147,20 +147,14 @@ std::string FakeDevice::description() const {
 
 uint64_t FakeDevice::maximumMemory() const { return budget_; }
 
-uint64_t FakeDevice::usedMemory() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return used_;
-}
+uint64_t FakeDevice::usedMemory() const { return used_.load(); }
 
 uint64_t FakeDevice::physicalMemoryInUse() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return physical_;
 }
 
-size_t FakeDevice::liveAllocations() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return table_.size();
-}
+size_t FakeDevice::liveAllocations() const { return live_.load(); }
 
 DeviceStats FakeDevice::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -250,6 +244,7 @@ Expected<DeviceLocation> FakeDevice::allocate(uint64_t bytes) {
                                                  " bytes");
   }
   DeviceLocation loc = table_.insert(std::move(allocation));
+  live_.store(table_.size());
   used_ += bytes;
   physical_ += (bytes + alignment_ - 1) & ~(alignment_ - 1);
   ++stats_.allocations;
@@ -260,6 +255,7 @@ Expected<DeviceLocation> FakeDevice::allocate(uint64_t bytes) {
 Error FakeDevice::free(DeviceLocation location) {
   std::lock_guard<std::mutex> lock(mutex_);
   std::optional<Allocation> a = table_.erase(location);
+  live_.store(table_.size());
   if (!a)
     return makeError(ErrorCode::InvalidArgument,
                      "fake device '" + name() + "': free of " +
@@ -637,6 +633,7 @@ void FakeDevice::shutdownBackend() {
   std::lock_guard<std::mutex> lock(mutex_);
   stopped_ = true;
   table_.clear();
+  live_.store(0);
   used_ = 0;
   physical_ = 0;
   events_.push_back(Event{nullptr, DeviceLocation{}, 0, "shutdown"});

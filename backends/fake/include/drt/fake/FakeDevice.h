@@ -20,6 +20,7 @@
 #include "drt/FaultPlan.h"
 #include "drt/LocationTable.h"
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -120,7 +121,10 @@ private:
 
   mutable std::mutex mutex_;
   LocationTable<Allocation> table_;
-  uint64_t used_ = 0;
+  /// Bytes in use and live allocations, written under mutex_ and read
+  /// without it: a harness asks for both after every step.
+  std::atomic<uint64_t> used_{0};
+  std::atomic<size_t> live_{0};
   uint64_t physical_ = 0;
   DeviceStats stats_;
   /// One entry of the event log. Allocations, frees and copies, which every
