@@ -1089,6 +1089,10 @@ private:
          pairedChanges_ != tensorNamesChanges_) &&
         pairByName(model))
       return false;
+    // The model's records are found again after any was added or removed,
+    // or when the model is another object (a stamp names one object): a
+    // pair's record is then an entry of another map, or of none.
+    bool recordsKept = recordsStamp_ == model.recordsStamp();
     for (auto &pair : pairs_) {
       TensorPair &p = *pair;
       const Tensor *t = p.slot->get();
@@ -1096,7 +1100,7 @@ private:
       int id = mt.empty() ? -1 : mt.record;
       if (id < 0) {
         p.record = nullptr;
-      } else if (id != p.recordId || !p.record) {
+      } else if (!recordsKept || id != p.recordId || !p.record) {
         p.record = &model.records().at(id);
         p.recordId = id;
       }
@@ -1105,6 +1109,7 @@ private:
       p.rekeyed = t != p.seenTensor || id != p.seenRecordId ||
                   p.current != p.seenRecord;
     }
+    recordsStamp_ = model.recordsStamp();
     changed_.clear();
     for (size_t i = 0; i < pairs_.size(); ++i) {
       TensorPair &p = *pairs_[i];
