@@ -743,6 +743,11 @@ public:
     for (const std::string &name : named)
       if (const ModelTensor *t = model.tensor(name); t && !t->empty())
         namedRecords_.push_back(t->record);
+    // A sweep of every content (the final check, or a parallel block's
+    // judgement against candidate models) renews verified readings without
+    // a baseline: the next sweep keeps a new baseline from scratch.
+    if (allContents)
+      quickBaseline_ = false;
     quickSwept_ = !allContents && quickSweep(model);
     if (quickSwept_)
       return std::nullopt;
