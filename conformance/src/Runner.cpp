@@ -1014,11 +1014,14 @@ private:
     /// What the last sweep that found no difference saw of the pair, the
     /// baseline of a quick sweep: the backend's tensor object and record
     /// (null when empty), the model's record number (-1 when empty), the
-    /// model record's taken-over raw location (its name and where that name
-    /// pointed then), and the location the pair added to the distinct-
-    /// locations check (none when not resident).
+    /// name of the raw location the model record took over, and the
+    /// location the pair added to the distinct-locations check (none when
+    /// not resident).
     const Tensor *seenTensor = nullptr;
     const ResidencyRecord *seenRecord = nullptr;
+    int seenRecordId = -1;
+    std::string seenTakenOver;
+    std::optional<Located> seenLocated;
     /// The pair's name, kept for carrying the baseline over when the pairs
     /// are built again (name points into the model, which may have dropped
     /// it by then).
@@ -1028,10 +1031,6 @@ private:
     /// the baseline's.
     const ResidencyRecord *current = nullptr;
     bool rekeyed = false;
-    int seenRecordId = -1;
-    std::string seenTakenOver;
-    DeviceLocation seenTakenOverAt;
-    std::optional<Located> seenLocated;
   };
   /// A key of pairs_[position] (0: none) and the position.
   struct Keyed {
@@ -1058,19 +1057,17 @@ private:
       p.seenRecordId = mt.empty() ? -1 : mt.record;
       keepTakenOver(p);
     }
-    seenLocationsChanges_ = locationsChanges_;
     quickBaseline_ = true;
   }
 
-  /// Keeps the model record's taken-over location of \p p, and where its
-  /// name points now, in the baseline.
-  void keepTakenOver(TensorPair &p) {
+  /// Keeps the name of the raw location the model record of \p p took
+  /// over in the baseline. The name alone: a scenario allocates a name
+  /// once (validateScenario), so where it points never changes after.
+  static void keepTakenOver(TensorPair &p) {
     static const std::string none;
     const std::string &takenOver = p.record ? p.record->location : none;
     if (!sameText(p.seenTakenOver, takenOver))
       p.seenTakenOver = takenOver;
-    p.seenTakenOverAt =
-        takenOver.empty() ? DeviceLocation{} : locations_.at(takenOver);
   }
 
   /// A sweep at the cost of what changed since the baseline (the last sweep
@@ -1135,9 +1132,7 @@ private:
       bool contents = named || r.bytes <= SmallRecordBytes;
       if (!p.rekeyed && !named && p.current &&
           p.verified.holds(*p.current, mt.record, r) &&
-          sameText(p.seenTakenOver, r.location) &&
-          (r.location.empty() || locationsChanges_ == seenLocationsChanges_ ||
-           locations_.at(r.location) == p.seenTakenOverAt)) {
+          sameText(p.seenTakenOver, r.location)) {
         if (contents &&
             (r.state == ResidencyState::Host ||
              r.state == ResidencyState::Mirrored) &&
@@ -1189,7 +1184,6 @@ private:
               other->seenLocated->record != l->record)
             return false;
     }
-    // The other pairs' taken-over names were found pointing where they did.
     for (size_t i : changed_) {
       TensorPair &p = *pairs_[i];
       p.seenTensor = p.observed;
@@ -1197,7 +1191,6 @@ private:
       p.seenRecordId = p.expected->empty() ? -1 : p.expected->record;
       keepTakenOver(p);
     }
-    seenLocationsChanges_ = locationsChanges_;
     return true;
   }
 
@@ -1551,9 +1544,6 @@ private:
     case CommandKind::InjectFault:
       return device(c.device).injectFault(c.fault);
     case CommandKind::Alloc: {
-      // A name allocated again may be one a record took over.
-      if (!locations_.try_emplace(c.target).second)
-        ++locationsChanges_;
       locations_[c.target] = DeviceLocation{};
       auto loc = device(c.device).allocateDeviceMemory(c.bytes);
       if (!loc)
@@ -1613,12 +1603,6 @@ private:
   /// Raw locations by name, hashed: a sweep looks up the location of every
   /// resident record that took one over.
   std::unordered_map<std::string, DeviceLocation> locations_;
-  /// Counts the allocations that gave a name of locations_ another
-  /// location (only a scenario's alloc commands change it, and only for a
-  /// name allocated again), and the count the quick sweep's baseline was
-  /// kept at.
-  uint64_t locationsChanges_ = 0;
-  uint64_t seenLocationsChanges_ = 0;
   std::map<std::string, std::unique_ptr<ExecutionContext>> contexts_;
   std::map<std::string, std::string> networkDevice_;
   std::shared_ptr<std::atomic<int>> extraCalls_ =
