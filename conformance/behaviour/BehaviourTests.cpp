@@ -415,6 +415,38 @@ TEST_P(Behaviour, HostAccessWaitsForAPendingTransfer) {
     std::this_thread::yield();
 }
 
+// A host access made while an upload is pending waits for it: in program
+// order the tensor is then on the device, so the access is a violation. On
+// an asynchronous device the upload is usually still on its way when the
+// access comes (a record that is Host and busy), which is the case the
+// rounds exercise; on a synchronous one it has finished before the call
+// returns.
+TEST_P(Behaviour, HostAccessDuringAPendingUploadIsTheViolationOfProgramOrder) {
+  if (!caps().residentTensors)
+    GTEST_SKIP() << "backend declares no resident tensors";
+  DeviceManager &d = device();
+  for (int round = 0; round < 20; ++round) {
+    bool write = round % 2 == 1;
+    SCOPED_TRACE(std::string(write ? "host write" : "host read") + ", round " +
+                 std::to_string(round));
+    Tensor t = floats(256, "t", float(round));
+    std::atomic<bool> called{false};
+    d.transferToDevice(t, std::nullopt, [&](Error e) {
+      EXPECT_FALSE(e) << e.toString();
+      called = true;
+    });
+    if (write)
+      EXPECT_VIOLATION(t.mutableHostBytes(),
+                       ViolationKind::HostAccessWhileOnDevice);
+    else
+      EXPECT_VIOLATION(t.hostBytes(), ViolationKind::HostAccessWhileOnDevice);
+    t.residency().waitUntilIdle();
+    while (!called)
+      std::this_thread::yield();
+    ASSERT_OK(transferFromDeviceSync(d, t, true));
+  }
+}
+
 TEST_P(Behaviour, RunLeavesOutputsResidentWithNoDeviceCopies) {
   DeviceManager &d = device();
   ASSERT_OK(addNetworkSync(d, addFunction("f", 64)));

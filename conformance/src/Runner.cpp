@@ -302,8 +302,11 @@ void selfMoveAssign(Tensor &target, Tensor &source) {
 /// a completion the backend dropped (a run staging on an asynchronous
 /// device, a synchronous helper) is ended by shutting the devices down, which
 /// completes every pending operation with DeviceLost. One thread serves every
-/// watchdog of the process and polls: arming and disarming only take a lock,
-/// so neither a step nor a scenario starts or wakes a thread.
+/// watchdog of the process and polls every PollMs: arming and disarming are
+/// one atomic store each, so a step neither takes a lock nor reads the clock
+/// for it, and neither a step nor a scenario starts or wakes a thread. The
+/// deadline counts from the first poll that sees the watchdog armed, so an
+/// action runs at most PollMs late and never early.
 class Watchdog {
 public:
   explicit Watchdog(std::function<void()> onExpiry)
@@ -323,19 +326,20 @@ public:
 
   /// Arms it for \p ms from now.
   void arm(unsigned ms) {
-    std::lock_guard<std::mutex> lock(service().mutex);
-    deadline_ =
-        std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-    fired_ = false;
+    timeoutMs_.store(ms, std::memory_order_relaxed);
+    state_.store((++arms_ << 2) | Armed, std::memory_order_release);
   }
   /// Disarms it; true when it fired since arm().
   bool disarm() {
-    std::lock_guard<std::mutex> lock(service().mutex);
-    deadline_.reset();
-    return fired_;
+    return (state_.exchange(Disarmed, std::memory_order_acq_rel) & 3) == Fired;
   }
 
 private:
+  static constexpr unsigned PollMs = 20;
+  /// The low two bits of state_; the others count the arms, so that the
+  /// service tells a new arming from the one it saw before.
+  static constexpr uint64_t Disarmed = 0, Armed = 1, Fired = 2;
+
   /// The thread and the watchdogs it serves.
   struct Service {
     std::mutex mutex;
@@ -348,15 +352,28 @@ private:
         std::unique_lock<std::mutex> lock(mutex);
         for (;;) {
           lock.unlock();
-          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+          std::this_thread::sleep_for(std::chrono::milliseconds(PollMs));
           lock.lock();
           auto now = std::chrono::steady_clock::now();
           for (size_t i = 0; i < watchdogs.size(); ++i) {
             Watchdog *w = watchdogs[i];
-            if (!w->deadline_ || now < *w->deadline_)
+            uint64_t state = w->state_.load(std::memory_order_acquire);
+            if ((state & 3) != Armed) {
+              w->seenState_ = Disarmed;
               continue;
-            w->deadline_.reset();
-            w->fired_ = true;
+            }
+            if (state != w->seenState_) {
+              w->seenState_ = state;
+              w->seenAt_ = now;
+              continue;
+            }
+            auto timeout = std::chrono::milliseconds(
+                w->timeoutMs_.load(std::memory_order_relaxed));
+            // A disarm that comes first wins: the step ended in time.
+            if (now - w->seenAt_ < timeout ||
+                !w->state_.compare_exchange_strong(state,
+                                                   (state & ~3ull) | Fired))
+              continue;
             w->running_ = true;
             lock.unlock();
             w->onExpiry_();
@@ -377,8 +394,15 @@ private:
   }
 
   std::function<void()> onExpiry_;
-  std::optional<std::chrono::steady_clock::time_point> deadline_;
-  bool fired_ = false;
+  /// Written by arm() and disarm() (the thread running the steps) and by
+  /// the service when it fires.
+  std::atomic<uint64_t> state_{Disarmed};
+  std::atomic<unsigned> timeoutMs_{0};
+  uint64_t arms_ = 0;
+  /// The service's own, under its mutex: the armed state it last saw and
+  /// when it first saw it, and whether the action is running.
+  uint64_t seenState_ = Disarmed;
+  std::chrono::steady_clock::time_point seenAt_;
   bool running_ = false;
 };
 

@@ -289,6 +289,8 @@ bool composeHostAccessViolation(ResidencyState state,
 std::span<const std::byte> Tensor::hostBytes() const {
   requireNonEmpty("host read");
   ResidencyRecord &r = storage_->record;
+  if (r.hostAccess() & ResidencyRecord::HostReadable)
+    return {storage_->data() + offset_, sizeInBytes()};
   bool violation;
   {
     std::unique_lock<std::mutex> lock(r.mutex_);
@@ -305,6 +307,8 @@ std::span<const std::byte> Tensor::hostBytes() const {
 std::span<std::byte> Tensor::mutableHostBytes() {
   requireNonEmpty("host write");
   ResidencyRecord &r = storage_->record;
+  if (r.hostAccess() & ResidencyRecord::HostWritable)
+    return {storage_->data() + offset_, sizeInBytes()};
   bool violation;
   DeviceManager *mirror = nullptr;
   DeviceLocation mirrorLocation;

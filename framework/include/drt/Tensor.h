@@ -118,7 +118,24 @@ private:
     busy_ = busy;
     changed();
   }
-  void changed() { version_.store(freshVersion(), std::memory_order_release); }
+  void changed() {
+    hostAccess_.store(
+        busy_ ? 0
+        : state_ == ResidencyState::Host
+            ? HostReadable | HostWritable
+            : (state_ == ResidencyState::Mirrored ? HostReadable : 0),
+        std::memory_order_release);
+    version_.store(freshVersion(), std::memory_order_release);
+  }
+  /// Bits of hostAccess_: what host access needs no lock (no wait, no
+  /// violation, no change of state) while the record holds still.
+  static constexpr uint8_t HostReadable = 1, HostWritable = 2;
+  /// Reads hostAccess_ for a host access made without the lock: a set bit,
+  /// read with acquire, also makes visible the host bytes an operation
+  /// wrote before it released the record.
+  uint8_t hostAccess() const {
+    return hostAccess_.load(std::memory_order_acquire);
+  }
   /// A version no record has had (process-wide).
   static uint64_t freshVersion();
 
@@ -129,6 +146,10 @@ private:
   DeviceLocation location_;
   bool busy_ = false;
   std::atomic<uint64_t> version_;
+  /// HostReadable and HostWritable of the fields above, kept by changed():
+  /// host reads and writes, the most frequent calls on a record, skip the
+  /// lock when nothing can stop them.
+  std::atomic<uint8_t> hostAccess_{HostReadable | HostWritable};
 };
 
 /// A tensor: movable, not copyable. A moved-from tensor is empty; using it
