@@ -305,8 +305,9 @@ void selfMoveAssign(Tensor &target, Tensor &source) {
 /// watchdog of the process and polls every PollMs: arming and disarming are
 /// one atomic store each, so a step neither takes a lock nor reads the clock
 /// for it, and neither a step nor a scenario starts or wakes a thread. The
-/// deadline counts from the first poll that sees the watchdog armed, so an
-/// action runs at most PollMs late and never early.
+/// deadline counts from the first poll that sees the watchdog armed, and is
+/// checked at each poll after, so an action runs never early and at most
+/// about two polls late.
 class Watchdog {
 public:
   explicit Watchdog(std::function<void()> onExpiry)
@@ -380,6 +381,9 @@ private:
             lock.lock();
             w->running_ = false;
             finished.notify_all();
+            // The action took time: a watchdog armed meanwhile is first
+            // seen now, not before it was armed.
+            now = std::chrono::steady_clock::now();
           }
         }
       });

@@ -110,6 +110,11 @@ bool branchCommandKind(CommandKind kind) {
 std::vector<Placeholder>
 networkPlaceholders(const std::vector<NetworkNode> &nodes, const Type &type) {
   std::vector<Placeholder> out;
+  // At most every node's inputs and output: one allocation.
+  size_t most = 0;
+  for (const NetworkNode &n : nodes)
+    most += n.inputs.size() + 1;
+  out.reserve(most);
   auto note = [&](const std::string &name) {
     for (const Placeholder &p : out)
       if (p.name == name)

@@ -5,7 +5,6 @@
 #include <charconv>
 #include <cmath>
 #include <optional>
-#include <set>
 #include <utility>
 
 namespace drt {
@@ -90,52 +89,60 @@ Error Function::verify() const {
   };
   if (name_.empty())
     return fail("has no name");
-  std::set<std::string> names;
-  for (const Placeholder &p : placeholders_) {
+  for (size_t i = 0; i < placeholders_.size(); ++i) {
+    const Placeholder &p = placeholders_[i];
     if (p.name.empty())
       return fail("a placeholder has no name");
-    if (!names.insert(p.name).second)
+    // Found first at another position: declared before.
+    if (placeholderIndex(p.name) != static_cast<int>(i))
       return fail("placeholder '" + p.name + "' is declared twice");
     if (p.type.dims.empty() || p.type.numElements() == 0)
       return fail("placeholder '" + p.name + "' has no elements");
   }
   if (nodes_.empty())
     return fail("has no nodes");
-  std::set<std::string> written;
+  // Which placeholders a node before the current one wrote, by position.
+  std::vector<bool> written(placeholders_.size());
   for (size_t i = 0; i < nodes_.size(); ++i) {
     const Node &n = nodes_[i];
-    std::string where = "node " + std::to_string(i) + " (" +
-                        std::string(opKindName(n.op)) + ")";
-    const Placeholder *out = findPlaceholder(n.output);
-    if (!out)
-      return fail(where + " writes unknown placeholder '" + n.output + "'");
+    // Named only in a problem: a function is verified on every addNetwork.
+    auto where = [&] {
+      return "node " + std::to_string(i) + " (" +
+             std::string(opKindName(n.op)) + ")";
+    };
+    int outIndex = placeholderIndex(n.output);
+    if (outIndex < 0)
+      return fail(where() + " writes unknown placeholder '" + n.output + "'");
+    const Placeholder *out = &placeholders_[outIndex];
     if (n.inputs.size() != opArity(n.op))
-      return fail(where + " has " + std::to_string(n.inputs.size()) +
+      return fail(where() + " has " + std::to_string(n.inputs.size()) +
                   " inputs, expected " + std::to_string(opArity(n.op)));
     for (const std::string &in : n.inputs) {
-      const Placeholder *p = findPlaceholder(in);
-      if (!p)
-        return fail(where + " reads unknown placeholder '" + in + "'");
+      int inIndex = placeholderIndex(in);
+      if (inIndex < 0)
+        return fail(where() + " reads unknown placeholder '" + in + "'");
+      const Placeholder *p = &placeholders_[inIndex];
       if (p->type != out->type)
-        return fail(where + " reads '" + in + "' of type " +
+        return fail(where() + " reads '" + in + "' of type " +
                     p->type.toString() + " but writes '" + n.output +
                     "' of type " + out->type.toString());
-      if (isOutput(in) && !written.count(in))
-        return fail(where + " reads output '" + in +
+      if (isOutput(in) && !written[inIndex])
+        return fail(where() + " reads output '" + in +
                     "' before a node writes it");
       if (in == n.output)
-        return fail(where + " reads and writes '" + in + "'");
+        return fail(where() + " reads and writes '" + in + "'");
     }
-    if (!written.insert(n.output).second)
+    if (written[outIndex])
       return fail("placeholder '" + n.output + "' is written by two nodes");
+    written[outIndex] = true;
     if (n.op != OpKind::Scale)
       continue;
     if (!std::isfinite(n.factor))
-      return fail(where + " has a non-finite factor");
+      return fail(where() + " has a non-finite factor");
     if (auto range = integerRange(out->type.kind);
         range && (n.factor != std::floor(n.factor) || n.factor < range->first ||
                   n.factor > range->second))
-      return fail(where + " scales " +
+      return fail(where() + " scales " +
                   std::string(elemKindName(out->type.kind)) + " by factor " +
                   printedFactor(n.factor) +
                   ", which is not an integer the kind holds");

@@ -345,6 +345,9 @@ Error Tensor::refillFromHost(std::span<const std::byte> bytes) {
   r.idle_.wait(lock, [&] { return !r.busy_; });
   DeviceManager *mirror = nullptr;
   DeviceLocation mirrorLocation;
+  // Host and busy while the bytes are copied, in one change: a transfer or
+  // a host access another thread starts now waits for them instead of
+  // reading a half-written buffer.
   switch (r.state_) {
   case ResidencyState::Device:
     reportViolation(ViolationKind::HostAccessWhileOnDevice,
@@ -355,20 +358,18 @@ Error Tensor::refillFromHost(std::span<const std::byte> bytes) {
       return makeError(ErrorCode::InvalidArgument,
                        "refill of " + describe() +
                            ": a partial view cannot refill a lost record");
-    r.setState(ResidencyState::Host);
+    r.placeBusy(ResidencyState::Host, r.manager_, r.location_);
     break;
   case ResidencyState::Mirrored:
     // The write makes the device copy stale: drop it, as a host write does.
     mirror = r.manager_;
     mirrorLocation = r.location_;
-    r.place(ResidencyState::Host, nullptr, {});
+    r.placeBusy(ResidencyState::Host, nullptr, {});
     break;
   case ResidencyState::Host:
+    r.setBusy(true);
     break;
   }
-  // Busy while the bytes are copied: a transfer another thread starts now
-  // waits for them instead of reading a half-written buffer.
-  r.setBusy(true);
   lock.unlock();
   if (mirror) {
     mirror->unregisterResident(storage_.get(), mirrorLocation);

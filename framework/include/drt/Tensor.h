@@ -118,6 +118,16 @@ private:
     busy_ = busy;
     changed();
   }
+  /// place() and setBusy(true) as one change: a state between the two,
+  /// which lock-free host access could act on, is never published.
+  void placeBusy(ResidencyState state, DeviceManager *manager,
+                 DeviceLocation location) {
+    state_ = state;
+    manager_ = manager;
+    location_ = location;
+    busy_ = true;
+    changed();
+  }
   void changed() {
     hostAccess_.store(
         busy_ ? 0
