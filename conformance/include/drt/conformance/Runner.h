@@ -55,6 +55,13 @@ struct RunOptions {
   /// How long the linearizability search of a parallel block may take, in
   /// milliseconds, before its verdict is Unknown.
   unsigned linearizabilityBudgetMs = 2000;
+  /// Compare each sequential command's written expectation (Command::expect)
+  /// with the reference model's outcome, a divergence of "scenario" when
+  /// they differ. Off for a scenario whose expectations are not written:
+  /// a generated case, whose expectations would be the same model's
+  /// outcomes, is annotated only once it fails. Every step is still held
+  /// to the model.
+  bool checkWrittenExpectations = true;
 };
 
 /// The outcome of running one scenario.
