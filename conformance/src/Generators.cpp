@@ -547,10 +547,16 @@ private:
   pickBindings(const Command &add) {
     std::vector<std::pair<std::string, std::string>> out;
     Type type{add.elemKind, add.dims};
-    Function fn = networkFunction(add);
+    // An output is what a node writes (Function::isOutput), read off the
+    // nodes without building the function.
+    auto isOutputOf = [&](const std::string &name) {
+      return std::any_of(
+          add.nodes.begin(), add.nodes.end(),
+          [&](const NetworkNode &n) { return n.output == name; });
+    };
     std::vector<int> used;
     for (const Placeholder &p : networkPlaceholders(add.nodes, type)) {
-      bool isOutput = fn.isOutput(p.name);
+      bool isOutput = isOutputOf(p.name);
       std::vector<Name> fit, interesting;
       for (Name name : ch_.tensors) {
         const ModelTensor &t = *m_.tensor(*name);
@@ -582,7 +588,7 @@ private:
     }
     // Outputs must not share with inputs chosen after them either.
     for (size_t i = 0; i < out.size(); ++i) {
-      if (!fn.isOutput(out[i].first))
+      if (!isOutputOf(out[i].first))
         continue;
       for (size_t j = 0; j < out.size(); ++j)
         if (j != i && m_.tensor(out[j].second)->record ==
