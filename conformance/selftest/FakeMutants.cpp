@@ -193,6 +193,25 @@ protected:
   }
 };
 
+/// copyFromDevice() moves whole bursts of 64 bytes: the last one writes the
+/// device's zero padding past the end of the host buffer it was given.
+class ReadBackPastTheEnd final : public FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+  ~ReadBackPastTheEnd() override { shutdown(); }
+
+protected:
+  void copyFromDevice(DeviceLocation src, std::byte *dst, uint64_t bytes,
+                      CompletionCallback done) override {
+    FakeDevice::copyFromDevice(src, dst, bytes, [done, dst, bytes](Error e) {
+      if (e.isSuccess())
+        for (uint64_t i = bytes; i % 64 != 0; ++i)
+          dst[i] = std::byte{0};
+      done(std::move(e));
+    });
+  }
+};
+
 /// The budget is reported but not enforced: allocations succeed up to the
 /// default budget whatever the configured one says.
 class IgnoresBudget final : public FakeDevice {
@@ -299,6 +318,9 @@ DRT_REGISTER_BACKEND(mutant<RunLeaksOutputCopies>(
     "execute() keeps an extra device copy of every output"));
 DRT_REGISTER_BACKEND(mutant<CorruptReadBack>(
     "corrupt-read-back", "copyFromDevice() flips a bit of the first byte"));
+DRT_REGISTER_BACKEND(mutant<ReadBackPastTheEnd>(
+    "read-back-past-the-end", "copyFromDevice() writes whole 64-byte bursts, "
+                              "past the host buffer's end"));
 DRT_REGISTER_BACKEND(mutant<IgnoresBudget>(
     "ignores-budget", "allocations are not held to the memory budget"));
 DRT_REGISTER_BACKEND(mutant<IgnoresViewOffsets>(

@@ -2444,6 +2444,7 @@ RunResult runScenario(const Scenario &scenario, const RunOptions &options) {
   TransitionCounts transitions;
   {
     ScopedThrowingViolationHandler violations;
+    HostGuardScope guards;
     runInto(scenario, options, result, labels, transitions);
   }
   for (const auto &[label, count] : labels)

@@ -113,6 +113,24 @@ private:
   std::byte *last_ = nullptr;
 };
 
+/// A device whose read-back also writes the byte \p Offset away from the
+/// destination's start (negative: before it; past the end otherwise).
+template <std::ptrdiff_t Offset>
+class ReadBackWritesOutside final : public fake::FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+  ~ReadBackWritesOutside() override { shutdown(); }
+
+protected:
+  void copyFromDevice(DeviceLocation src, std::byte *dst, uint64_t bytes,
+                      CompletionCallback done) override {
+    FakeDevice::copyFromDevice(src, dst, bytes, [dst, done](Error e) {
+      dst[Offset] = std::byte{0};
+      done(std::move(e));
+    });
+  }
+};
+
 /// A device whose second allocation hands out the first one's location
 /// again while it is still in use (the second block is taken, and counted,
 /// but never used).
@@ -742,6 +760,37 @@ from-device b d0 keep
   EXPECT_EQ(r.divergence->step, 6u) << r.divergence->toString();
   EXPECT_EQ(r.divergence->what, "host contents of tensor 'a' at byte 0")
       << r.divergence->toString();
+}
+
+TEST(Runner, AReadBackThatWritesOutsideTheHostBytesIsReportedAtItsStep) {
+  // Host storage has guard bytes while the runner runs: a backend that
+  // writes past the end of the buffer it reads back into, or before its
+  // start, is caught at that step, though the tensor's own bytes are right.
+  const char *text = R"(device d0
+create a f32 [4] fill=random:1
+to-device a d0
+from-device a d0 keep
+)";
+  RunResult past = run(text, testBackend<ReadBackWritesOutside<20>>(
+                                 "test:read-back-writes-past-the-end"));
+  ASSERT_TRUE(past.divergence) << past.setupError;
+  EXPECT_EQ(past.divergence->step, 3u) << past.divergence->toString();
+  EXPECT_EQ(past.divergence->what, "takeBackgroundErrors() of device 'd0'");
+  EXPECT_NE(past.divergence->observed.find(
+                "copyFromDevice of device 'd0' wrote outside the host bytes "
+                "of tensor 'a' (16 bytes): the byte at offset 20 (5 past its "
+                "end) changed"),
+            std::string::npos)
+      << past.divergence->toString();
+
+  RunResult before = run(text, testBackend<ReadBackWritesOutside<-3>>(
+                                   "test:read-back-writes-before-the-start"));
+  ASSERT_TRUE(before.divergence) << before.setupError;
+  EXPECT_EQ(before.divergence->step, 3u) << before.divergence->toString();
+  EXPECT_NE(
+      before.divergence->observed.find("the byte 3 before its start changed"),
+      std::string::npos)
+      << before.divergence->toString();
 }
 
 TEST(Runner, ASweepFindsANewLocationThatAnotherRecordHolds) {

@@ -442,6 +442,12 @@ void DeviceManager::fetchToHost(std::shared_ptr<TensorStorage> storage,
       "transferFromDevice", subject,
       [this, storage = std::move(storage), location, release,
        done = std::move(done)](Error e) mutable {
+        // The backend is done with the host bytes, whatever the outcome.
+        if (std::string damage = storage->takeGuardDamage(); !damage.empty())
+          noteBackgroundError(makeError(
+              ErrorCode::DeviceError, "copyFromDevice of device '" + name() +
+                                          "' wrote outside the host bytes of " +
+                                          storage->describe() + ": " + damage));
         ResidencyRecord &r = storage->record;
         std::unique_lock<std::mutex> lock(r.mutex_);
         bool stillHere = r.manager_ == this && r.location_ == location;

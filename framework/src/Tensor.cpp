@@ -10,9 +10,12 @@
 #include "TensorStorage.h"
 #include "ViolationReport.h"
 
+#include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <new>
+#include <optional>
 
 namespace drt {
 
@@ -71,25 +74,89 @@ void ResidencyRecord::waitUntilIdle() const {
   idle_.wait(lock, [&] { return !busy_; });
 }
 
-TensorStorage::HostBytes::~HostBytes() {
-  if (memory)
-    memory->deallocate(data, size);
-  else
-    ::operator delete[](data, std::align_val_t(Alignment));
+namespace {
+/// Live HostGuardScope objects, process-wide.
+std::atomic<int> hostGuardScopes{0};
+
+/// The pattern of guard byte \p i (counted from the storage's bytes
+/// outwards): not a constant, so that a backend that fills past a buffer
+/// with one value changes it.
+std::byte guardByte(size_t i) { return std::byte(uint8_t(0xa5 ^ (i * 0x3b))); }
+
+/// Writes the pattern into the guards around \p bytes at \p data.
+void writeGuards(std::byte *data, size_t bytes, size_t guard) {
+  for (size_t i = 0; i < guard; ++i) {
+    data[-1 - std::ptrdiff_t(i)] = guardByte(i);
+    data[bytes + i] = guardByte(i);
+  }
 }
 
-TensorStorage::TensorStorage(size_t bytes, std::string name)
-    : data_{static_cast<std::byte *>(
-                ::operator new[](bytes, std::align_val_t(Alignment))),
-            bytes, nullptr},
+/// The pageable block of \p total bytes, 64-byte aligned.
+std::byte *pageableBlock(size_t total) {
+  return static_cast<std::byte *>(
+      ::operator new[](total, std::align_val_t(TensorStorage::Alignment)));
+}
+} // namespace
+
+HostGuardScope::HostGuardScope() {
+  hostGuardScopes.fetch_add(1, std::memory_order_relaxed);
+}
+
+HostGuardScope::~HostGuardScope() {
+  hostGuardScopes.fetch_sub(1, std::memory_order_relaxed);
+}
+
+bool hostGuardsEnabled() {
+  return hostGuardScopes.load(std::memory_order_relaxed) > 0;
+}
+
+TensorStorage::HostBytes::~HostBytes() {
+  std::byte *base = data - guard;
+  if (memory)
+    memory->deallocate(base, size + 2 * guard);
+  else
+    ::operator delete[](base, std::align_val_t(Alignment));
+}
+
+TensorStorage::TensorStorage(size_t bytes, std::string name, size_t guard)
+    : data_{pageableBlock(bytes + 2 * guard) + guard, bytes, guard, nullptr},
       name_(std::move(name)) {
   std::memset(data_.data, 0, bytes);
+  writeGuards(data_.data, bytes, guard);
 }
 
-TensorStorage::TensorStorage(size_t bytes, std::string name, std::byte *data,
+TensorStorage::TensorStorage(size_t bytes, std::string name, size_t guard,
+                             std::byte *base,
                              std::shared_ptr<HostMemory> memory)
-    : data_{data, bytes, std::move(memory)}, name_(std::move(name)) {
+    : data_{base + guard, bytes, guard, std::move(memory)},
+      name_(std::move(name)) {
   std::memset(data_.data, 0, bytes);
+  writeGuards(data_.data, bytes, guard);
+}
+
+std::string TensorStorage::takeGuardDamage() {
+  std::byte *data = data_.data;
+  size_t bytes = data_.size;
+  // The first changed byte on each side, nearest the storage's bytes.
+  std::optional<size_t> before, after;
+  for (size_t i = 0; i < data_.guard; ++i) {
+    if (!before && data[-1 - std::ptrdiff_t(i)] != guardByte(i))
+      before = i;
+    if (!after && data[bytes + i] != guardByte(i))
+      after = i;
+  }
+  if (!before && !after)
+    return {};
+  writeGuards(data, bytes, data_.guard);
+  std::string damage;
+  if (before)
+    damage =
+        "the byte " + std::to_string(*before + 1) + " before its start changed";
+  if (after)
+    damage += std::string(before ? " and " : "") + "the byte at offset " +
+              std::to_string(bytes + *after) + " (" +
+              std::to_string(*after + 1) + " past its end) changed";
+  return damage;
 }
 
 TensorStorage::~TensorStorage() {
@@ -120,7 +187,8 @@ Tensor::Tensor(Type type, std::string name)
     reportViolation(ViolationKind::InvalidTensorType,
                     "tensor '" + name_ + "' of type " + type_.toString() + " " +
                         problem);
-  storage_ = std::make_shared<TensorStorage>(type_.sizeInBytes(), name_);
+  storage_ = std::make_shared<TensorStorage>(
+      type_.sizeInBytes(), name_, hostGuardsEnabled() ? HostGuardBytes : 0);
 }
 
 Expected<Tensor> Tensor::create(Type type, std::string name) {
@@ -146,7 +214,9 @@ Expected<Tensor> Tensor::create(Type type, std::string name,
     return makeError(ErrorCode::InvalidArgument,
                      "cannot create tensor '" + name + "': type " +
                          type.toString() + " " + problem);
-  Expected<std::byte *> data = memory->allocate(type.sizeInBytes());
+  size_t guard = hostGuardsEnabled() ? HostGuardBytes : 0;
+  size_t total = type.sizeInBytes() + 2 * guard;
+  Expected<std::byte *> data = memory->allocate(total);
   if (!data)
     return makeError(data.takeError().code(), "cannot create tensor '" + name +
                                                   "' in " + memory->describe() +
@@ -155,10 +225,10 @@ Expected<Tensor> Tensor::create(Type type, std::string name,
   Tensor tensor;
   try {
     tensor.storage_ = std::make_shared<TensorStorage>(type.sizeInBytes(), name,
-                                                      *data, memory);
+                                                      guard, *data, memory);
   } catch (const std::bad_alloc &) {
     // The storage never took the block over: it goes back here.
-    memory->deallocate(*data, type.sizeInBytes());
+    memory->deallocate(*data, total);
     return makeError(ErrorCode::OutOfMemory, "cannot create tensor '" + name +
                                                  "' in " + memory->describe() +
                                                  ": host allocation failed");

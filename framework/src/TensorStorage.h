@@ -22,10 +22,12 @@ class TensorStorage : public std::enable_shared_from_this<TensorStorage> {
 public:
   static constexpr size_t Alignment = 64;
 
-  /// \p bytes of zeroed pageable memory.
-  TensorStorage(size_t bytes, std::string name);
-  /// Takes over \p data, \p bytes that \p memory allocated, and zeroes it.
-  TensorStorage(size_t bytes, std::string name, std::byte *data,
+  /// \p bytes of zeroed pageable memory, between guards of \p guard bytes
+  /// (0 or HostGuardBytes).
+  TensorStorage(size_t bytes, std::string name, size_t guard);
+  /// Takes over the block at \p base that \p memory allocated: \p bytes,
+  /// which it zeroes, between guards of \p guard bytes.
+  TensorStorage(size_t bytes, std::string name, size_t guard, std::byte *base,
                 std::shared_ptr<HostMemory> memory);
   ~TensorStorage();
   TensorStorage(const TensorStorage &) = delete;
@@ -41,6 +43,10 @@ public:
   std::string describe() const;
   /// describe() of a storage named \p name of \p bytes.
   static std::string describe(std::string_view name, size_t bytes);
+  /// Empty while the guards around the bytes (HostGuardScope) hold their
+  /// pattern, or when there are none; else which guard bytes changed, and
+  /// the pattern is written again, so a change is told once.
+  std::string takeGuardDamage();
 
   ResidencyRecord record;
 
@@ -49,6 +55,8 @@ private:
   struct HostBytes {
     std::byte *data;
     size_t size;
+    /// Bytes of guard before data and after its size bytes.
+    size_t guard;
     /// Null for pageable memory from operator new.
     std::shared_ptr<HostMemory> memory;
     ~HostBytes();

@@ -116,6 +116,33 @@ TEST_F(HostMemoryTest, TensorsTakeTheirStorageFromItAndGiveItBackOnce) {
   EXPECT_EQ(memory->allocations, 2);
 }
 
+TEST_F(HostMemoryTest, WithGuardsTheBlockHasRoomForThemAndGoesBackWhole) {
+  auto memory = std::make_shared<CountingMemory>();
+  EXPECT_FALSE(hostGuardsEnabled());
+  {
+    HostGuardScope guards;
+    EXPECT_TRUE(hostGuardsEnabled());
+    Expected<Tensor> made =
+        Tensor::create(Type{ElemKind::Float32, {4}}, "g", memory);
+    ASSERT_TRUE(made.hasValue()) << made.takeError().toString();
+    EXPECT_EQ(memory->lastBytes, 16u + 2 * HostGuardBytes);
+    std::span<const std::byte> bytes = made->hostBytes();
+    EXPECT_EQ(bytes.data(), memory->last + HostGuardBytes);
+    EXPECT_EQ(bytes.size(), 16u);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(bytes.data()) % 64, 0u);
+    for (std::byte b : bytes)
+      EXPECT_EQ(b, std::byte{0});
+    // deallocate() checks that the whole block comes back.
+  }
+  EXPECT_EQ(memory->deallocations, 1);
+  EXPECT_FALSE(hostGuardsEnabled());
+  Expected<Tensor> plain =
+      Tensor::create(Type{ElemKind::Float32, {4}}, "p", memory);
+  ASSERT_TRUE(plain.hasValue());
+  EXPECT_EQ(memory->lastBytes, 16u);
+  EXPECT_EQ(plain->hostBytes().data(), memory->last);
+}
+
 TEST_F(HostMemoryTest, ARefusedAllocationIsItsErrorNamingTensorAndMemory) {
   auto memory = std::make_shared<CountingMemory>();
   memory->refuse = true;

@@ -37,6 +37,33 @@ public:
   virtual void deallocate(std::byte *data, size_t bytes) noexcept = 0;
 };
 
+/// Bytes of guard before and after the host storage of a tensor created
+/// while a HostGuardScope is alive.
+inline constexpr size_t HostGuardBytes = 64;
+
+/// Guard bytes around tensor host storage, which catch a backend that
+/// writes outside the host buffer a transfer hands it (a read-back rounded
+/// up to a burst, a destination off by some bytes). While at least one
+/// scope is alive, each new tensor storage, pageable or from a HostMemory,
+/// has HostGuardBytes before and after its bytes, filled with a fixed
+/// pattern. Every copy from a device into the storage checks both once the
+/// backend completes it, whatever its outcome; bytes that changed are
+/// reported through that device's takeBackgroundErrors() (a DeviceError
+/// naming the tensor and the first changed byte) and the guard is written
+/// again. Storage created outside any scope has no guard; the setting is
+/// read when the storage is created, so scopes on several threads are safe.
+/// The conformance runner holds one while it runs a scenario.
+class HostGuardScope {
+public:
+  HostGuardScope();
+  ~HostGuardScope();
+  HostGuardScope(const HostGuardScope &) = delete;
+  HostGuardScope &operator=(const HostGuardScope &) = delete;
+};
+
+/// True while a HostGuardScope is alive on any thread.
+bool hostGuardsEnabled();
+
 } // namespace drt
 
 #endif // DRT_HOSTMEMORY_H
