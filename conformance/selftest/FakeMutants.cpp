@@ -11,9 +11,13 @@
 #include "drt/fake/FakeDevice.h"
 
 #include <atomic>
+#include <chrono>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <thread>
+#include <vector>
 
 namespace drt::conformance::selftest {
 namespace {
@@ -212,6 +216,34 @@ protected:
   }
 };
 
+/// copyFromDevice() stages through one buffer that every call shares,
+/// without a lock: the device's copy lands in it, takes a while (a DMA), and
+/// is then copied out. Two read-backs at the same time, of different records,
+/// leave one of them the other's bytes.
+class ReadBackSharedStaging final : public FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+  ~ReadBackSharedStaging() override { shutdown(); }
+
+protected:
+  void copyFromDevice(DeviceLocation src, std::byte *dst, uint64_t bytes,
+                      CompletionCallback done) override {
+    if (bytes > staging_.size())
+      return FakeDevice::copyFromDevice(src, dst, bytes, std::move(done));
+    std::byte *staging = staging_.data();
+    FakeDevice::copyFromDevice(
+        src, staging, bytes, [staging, dst, bytes, done](Error e) {
+          std::this_thread::sleep_for(std::chrono::microseconds(50));
+          if (e.isSuccess())
+            std::memcpy(dst, staging, bytes);
+          done(std::move(e));
+        });
+  }
+
+private:
+  std::vector<std::byte> staging_ = std::vector<std::byte>(size_t(1) << 20);
+};
+
 /// The budget is reported but not enforced: allocations succeed up to the
 /// default budget whatever the configured one says.
 class IgnoresBudget final : public FakeDevice {
@@ -321,6 +353,10 @@ DRT_REGISTER_BACKEND(mutant<CorruptReadBack>(
 DRT_REGISTER_BACKEND(mutant<ReadBackPastTheEnd>(
     "read-back-past-the-end", "copyFromDevice() writes whole 64-byte bursts, "
                               "past the host buffer's end"));
+DRT_REGISTER_BACKEND(mutant<ReadBackSharedStaging>(
+    "read-back-shared-staging",
+    "copyFromDevice() stages through one buffer shared by all calls, "
+    "without a lock"));
 DRT_REGISTER_BACKEND(mutant<IgnoresBudget>(
     "ignores-budget", "allocations are not held to the memory budget"));
 DRT_REGISTER_BACKEND(mutant<IgnoresViewOffsets>(

@@ -877,20 +877,26 @@ Scenario ScenarioGenerator::generate(ChoiceSource &rng, size_t steps) const {
 void ScenarioGenerator::addParallelBlock(Scenario &s, Model &model,
                                          ChoiceSource &rng,
                                          size_t steps) const {
-  // Up to two records the branches share, each through a full view per
-  // branch (a tensor object belongs to one branch).
+  // Up to sharedRecords records the branches share, each through a full
+  // view per branch (a tensor object belongs to one branch).
   std::vector<std::string> owners;
+  std::vector<int> records;
   for (const auto &[name, t] : model.tensors())
-    if (!t.empty() && !t.isView)
+    if (!t.empty() && !t.isView &&
+        std::find(records.begin(), records.end(), t.record) == records.end()) {
       owners.push_back(name);
+      records.push_back(t.record);
+    }
   // A block tests something parallel only with two branches or more, and a
   // branch needs a view of each shared record and a command: the room left
   // decides how many records are shared and how many branches there can be.
   size_t room = steps > s.commands.size() ? steps - s.commands.size() : 0;
-  size_t sharedCount = std::min<size_t>(2, owners.size());
-  while (sharedCount > 1 && room < 2 * (sharedCount + 1))
+  size_t sharedCount = std::min<size_t>(
+      std::min<size_t>(profile_.sharedRecords, 2), owners.size());
+  while (sharedCount > 0 && room < 2 * (sharedCount + 1))
     --sharedCount;
-  if (sharedCount == 0 || room < 2 * (sharedCount + 1))
+  // Without a shared record, each branch needs one of its own.
+  if (room < 2 * (sharedCount + 1) || (sharedCount == 0 && owners.size() < 2))
     return;
   std::vector<std::string> shared;
   for (size_t k = 0; k < sharedCount; ++k) {
@@ -901,8 +907,10 @@ void ScenarioGenerator::addParallelBlock(Scenario &s, Model &model,
   size_t fit =
       std::min(size_t(std::min(profile_.parallelBranches, MaxBranches)),
                room / (sharedCount + 1));
+  if (sharedCount == 0)
+    fit = std::min(fit, owners.size());
   size_t branches = size_t(rng.between(2, fit));
-  std::vector<std::vector<std::string>> views(branches);
+  std::vector<std::vector<std::string>> targets(branches);
   for (size_t b = 1; b <= branches; ++b)
     for (const std::string &owner : shared) {
       const ModelTensor &t = *model.tensor(owner);
@@ -915,8 +923,16 @@ void ScenarioGenerator::addParallelBlock(Scenario &s, Model &model,
       v.dims = t.dims;
       v.expect = model.apply(v).outcome;
       s.commands.push_back(v);
-      views[b - 1].push_back(v.target);
+      targets[b - 1].push_back(v.target);
     }
+  // The records not shared go to one branch each, which uses the owner
+  // itself. Without shared records every branch gets one first.
+  for (size_t i = 0; i < owners.size(); ++i) {
+    if (sharedCount == 0 && i < branches)
+      targets[i].push_back(owners[i]);
+    else if (sharedCount == 0 || rng.percent(75))
+      targets[rng.below(branches)].push_back(owners[i]);
+  }
   std::vector<std::string> devices;
   for (const auto &[name, d] : model.devices())
     devices.push_back(name);
@@ -945,7 +961,7 @@ void ScenarioGenerator::addParallelBlock(Scenario &s, Model &model,
         at -= weight;
       }
       c.branch = int(b);
-      c.target = views[b - 1][rng.below(views[b - 1].size())];
+      c.target = targets[b - 1][rng.below(targets[b - 1].size())];
       // Only the fields the command's kind has: what is printed is then the
       // whole command, and no other kind's field holds on to a device.
       switch (c.kind) {

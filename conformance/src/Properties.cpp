@@ -293,8 +293,8 @@ std::vector<PropertyFamily> makeFamilies() {
     PropertyFamily parallel{
         "parallel",
         "a sequential prefix, then 2-3 branches on threads of their own "
-        "moving, reading and writing shared records; the history is checked "
-        "for linearizability against the model",
+        "moving, reading and writing shared records and records of their "
+        "own; the history is checked for linearizability against the model",
         needsResident,
         [] {
           std::map<CommandKind, int> w = {{K::Create, 6},     {K::ToDevice, 5},
@@ -303,7 +303,7 @@ std::vector<PropertyFamily> makeFamilies() {
                                           {K::Release, 1}};
           GeneratorProfile p = oneDevice(w);
           p.devices.push_back(device("d1"));
-          p.maxTensors = 3;
+          p.maxTensors = 5;
           p.parallelBranches = MaxBranches;
           p.branchLength = 4;
           return p;
@@ -311,8 +311,34 @@ std::vector<PropertyFamily> makeFamilies() {
         // Whether branches overlap in time is the machine's doing, not the
         // generator's: counted (branches-overlapped), not required.
         {"parallel-block", "linearized"}};
-    parallel.steps = 16;
+    parallel.steps = 20;
     f.push_back(std::move(parallel));
+  }
+  {
+    PropertyFamily concurrent{
+        "concurrent-records",
+        "a sequential prefix that puts records on two devices, then 2-3 "
+        "branches on threads of their own, each moving and reading records "
+        "no other branch touches: what links them is the backend's own "
+        "state (staging buffers, allocators, queues)",
+        needsResident,
+        [] {
+          std::map<CommandKind, int> w = {{K::Create, 6},
+                                          {K::ToDevice, 6},
+                                          {K::FromDevice, 2},
+                                          {K::Write, 1}};
+          GeneratorProfile p = oneDevice(w);
+          p.devices.push_back(device("d1"));
+          p.maxTensors = 6;
+          p.parallelBranches = MaxBranches;
+          p.branchLength = 6;
+          p.sharedRecords = 0;
+          return p;
+        },
+        {"parallel-block", "linearized"}};
+    concurrent.steps = 28;
+    concurrent.aboutMovesBetweenDevices = true;
+    f.push_back(std::move(concurrent));
   }
   f.push_back({"faults",
                "injected out-of-memory, failing transfers and runs, lost "

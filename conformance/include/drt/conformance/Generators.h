@@ -58,10 +58,17 @@ struct GeneratorProfile {
   unsigned pipelinePercent = 0;
   /// Most branches of the parallel block that ends each scenario (0: no
   /// parallel block; else 2 to this many, at most MaxBranches). Each branch
-  /// gets a full view of each of up to two records the scenario made, and
-  /// 1 to branchLength transfers, releases, reads and refills of its views.
+  /// gets a full view of each of up to sharedRecords records the scenario
+  /// made, records of its own (owners no other branch touches), and 1 to
+  /// branchLength transfers, releases, reads and refills of them.
   int parallelBranches = 0;
   size_t branchLength = 4;
+  /// Most records the branches share (0 to 2): contention on a record. The
+  /// records not shared go to one branch each, three in four of them, or
+  /// every one with sharedRecords 0: work on different records at the same
+  /// time, which only the backend's own state (a staging buffer, an
+  /// allocator, a queue) links.
+  size_t sharedRecords = 2;
   /// When set, each device's budget is drawn relative to the sizes the
   /// scenario allocates (exact fits and one-byte misses happen), replacing
   /// the budgets in `devices`.
