@@ -244,6 +244,37 @@ private:
   std::vector<std::byte> staging_ = std::vector<std::byte>(size_t(1) << 20);
 };
 
+/// execute() keeps its arguments where every run's kernel reads them (as a
+/// kernel object's arguments are set, then enqueued), without a lock: a run
+/// that another thread starts meanwhile computes over the other run's
+/// buffers.
+class RunSharesKernelArguments final : public FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+  ~RunSharesKernelArguments() override { shutdown(); }
+
+protected:
+  void execute(const Function &function, std::vector<RunArgument> arguments,
+               CompletionCallback done) override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      kernelArguments_ = std::move(arguments);
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+    std::vector<RunArgument> set;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      set = kernelArguments_;
+    }
+    set.resize(function.placeholders().size());
+    FakeDevice::execute(function, std::move(set), std::move(done));
+  }
+
+private:
+  std::mutex mutex_;
+  std::vector<RunArgument> kernelArguments_;
+};
+
 /// The budget is reported but not enforced: allocations succeed up to the
 /// default budget whatever the configured one says.
 class IgnoresBudget final : public FakeDevice {
@@ -357,6 +388,10 @@ DRT_REGISTER_BACKEND(mutant<ReadBackSharedStaging>(
     "read-back-shared-staging",
     "copyFromDevice() stages through one buffer shared by all calls, "
     "without a lock"));
+DRT_REGISTER_BACKEND(mutant<RunSharesKernelArguments>(
+    "run-shares-kernel-arguments",
+    "execute() keeps its arguments where every run reads them, without a "
+    "lock"));
 DRT_REGISTER_BACKEND(mutant<IgnoresBudget>(
     "ignores-budget", "allocations are not held to the memory budget"));
 DRT_REGISTER_BACKEND(mutant<IgnoresViewOffsets>(

@@ -874,6 +874,48 @@ Scenario ScenarioGenerator::generate(ChoiceSource &rng, size_t steps) const {
   return s;
 }
 
+namespace {
+/// A run of the network \p add describes with each placeholder bound to one
+/// of \p tensors of its type (outputs whole, on records no other binding
+/// uses), or nothing when they cannot bind it.
+std::optional<Command> branchRun(const Model &model, const Command &add,
+                                 const std::vector<std::string> &tensors,
+                                 ChoiceSource &rng) {
+  Type type{add.elemKind, add.dims};
+  Command run;
+  run.kind = CommandKind::Run;
+  run.target = add.target;
+  std::vector<int> outputRecords, inputRecords;
+  for (const Placeholder &p : networkPlaceholders(add.nodes, type)) {
+    bool isOutput =
+        std::any_of(add.nodes.begin(), add.nodes.end(),
+                    [&](const NetworkNode &n) { return n.output == p.name; });
+    std::vector<const std::string *> fit;
+    for (const std::string &name : tensors) {
+      const ModelTensor &t = *model.tensor(name);
+      if (t.empty() || t.kind != type.kind || t.dims != type.dims)
+        continue;
+      auto among = [&](const std::vector<int> &records) {
+        return std::find(records.begin(), records.end(), t.record) !=
+               records.end();
+      };
+      bool whole =
+          t.offsetBytes == 0 && t.bytes() == model.records().at(t.record).bytes;
+      if (among(outputRecords) || (isOutput && (!whole || among(inputRecords))))
+        continue;
+      fit.push_back(&name);
+    }
+    if (fit.empty())
+      return std::nullopt;
+    const std::string &chosen = *fit[rng.below(fit.size())];
+    (isOutput ? outputRecords : inputRecords)
+        .push_back(model.tensor(chosen)->record);
+    run.bindings.emplace_back(p.name, chosen);
+  }
+  return run;
+}
+} // namespace
+
 void ScenarioGenerator::addParallelBlock(Scenario &s, Model &model,
                                          ChoiceSource &rng,
                                          size_t steps) const {
@@ -926,26 +968,90 @@ void ScenarioGenerator::addParallelBlock(Scenario &s, Model &model,
       targets[b - 1].push_back(v.target);
     }
   // The records not shared go to one branch each, which uses the owner
-  // itself. Without shared records every branch gets one first.
+  // itself. Without shared records every branch gets one first. An owner
+  // often joins one of its type, so that a branch can bind a network's
+  // placeholders to tensors of its own.
+  auto sameType = [&](const std::string &a, const std::string &b) {
+    const ModelTensor &x = *model.tensor(a), &y = *model.tensor(b);
+    return x.kind == y.kind && x.dims == y.dims;
+  };
   for (size_t i = 0; i < owners.size(); ++i) {
-    if (sharedCount == 0 && i < branches)
+    if (sharedCount == 0 && i < branches) {
       targets[i].push_back(owners[i]);
-    else if (sharedCount == 0 || rng.percent(75))
-      targets[rng.below(branches)].push_back(owners[i]);
+      continue;
+    }
+    if (sharedCount != 0 && !rng.percent(75))
+      continue;
+    size_t b = rng.below(branches);
+    for (size_t j = 0; j < i; ++j)
+      if (sameType(owners[i], owners[j]) && rng.percent(85))
+        for (size_t k = 0; k < branches; ++k)
+          if (std::find(targets[k].begin(), targets[k].end(), owners[j]) !=
+              targets[k].end())
+            b = k;
+    targets[b].push_back(owners[i]);
+  }
+  // A run a branch can make: of a network each placeholder of which it
+  // binds to a tensor of its own. A network runs in one branch at most:
+  // its context belongs to that branch.
+  std::vector<std::optional<Command>> runs(branches);
+  std::vector<const Command *> networks;
+  for (const auto &[deviceName, d] : model.devices())
+    for (const auto &[network, add] : d.networks)
+      networks.push_back(&add);
+  // Most branches get a network and tensors of its type made for it, so
+  // that runs meet runs and transfers of other branches; each branch keeps
+  // room for its one command.
+  for (size_t b = 0; b < branches && !networks.empty(); ++b) {
+    size_t i = rng.below(networks.size());
+    const Command &add = *networks[i];
+    std::vector<Placeholder> placeholders =
+        networkPlaceholders(add.nodes, Type{add.elemKind, add.dims});
+    if (s.commands.size() + placeholders.size() + branches > steps ||
+        !rng.percent(70))
+      continue;
+    networks.erase(networks.begin() + ptrdiff_t(i));
+    Command run;
+    run.kind = CommandKind::Run;
+    run.target = add.target;
+    for (const Placeholder &p : placeholders) {
+      Command c;
+      c.kind = CommandKind::Create;
+      c.target = add.target + "_" + p.name + "_" + std::to_string(b + 1);
+      while (model.tensor(c.target))
+        c.target += "_";
+      c.elemKind = add.elemKind;
+      c.dims = add.dims;
+      c.pattern = 1 + rng.below(200);
+      c.expect = model.apply(c).outcome;
+      s.commands.push_back(c);
+      targets[b].push_back(c.target);
+      run.bindings.emplace_back(p.name, c.target);
+    }
+    runs[b] = std::move(run);
+  }
+  // The other networks, on tensors a branch owns already.
+  for (const Command *add : networks) {
+    size_t b = rng.below(branches);
+    if (!runs[b])
+      runs[b] = branchRun(model, *add, targets[b], rng);
   }
   std::vector<std::string> devices;
   for (const auto &[name, d] : model.devices())
     devices.push_back(name);
-  static constexpr std::array<std::pair<CommandKind, unsigned>, 5> Kinds = {
+  static constexpr std::array<std::pair<CommandKind, unsigned>, 6> Kinds = {
       {{CommandKind::ToDevice, 4},
        {CommandKind::FromDevice, 3},
        {CommandKind::Read, 2},
        {CommandKind::Refill, 2},
-       {CommandKind::Release, 1}}};
-  unsigned total = 0;
-  for (const auto &[kind, weight] : Kinds)
-    total += weight;
+       {CommandKind::Release, 1},
+       {CommandKind::Run, 5}}};
   for (size_t b = 1; b <= branches; ++b) {
+    const std::optional<Command> &run = runs[b - 1];
+    unsigned total = 0;
+    for (const auto &[kind, weight] : Kinds)
+      if (kind != CommandKind::Run || run)
+        total += weight;
     // Every later branch keeps room for its one command.
     size_t left = steps - s.commands.size() - (branches - b);
     size_t length =
@@ -954,11 +1060,19 @@ void ScenarioGenerator::addParallelBlock(Scenario &s, Model &model,
       Command c;
       unsigned at = unsigned(rng.below(total));
       for (const auto &[kind, weight] : Kinds) {
+        if (kind == CommandKind::Run && !run)
+          continue;
         if (at < weight) {
           c.kind = kind;
           break;
         }
         at -= weight;
+      }
+      if (c.kind == CommandKind::Run) {
+        c = *run;
+        c.branch = int(b);
+        s.commands.push_back(c);
+        continue;
       }
       c.branch = int(b);
       c.target = targets[b - 1][rng.below(targets[b - 1].size())];

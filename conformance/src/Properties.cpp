@@ -318,18 +318,23 @@ std::vector<PropertyFamily> makeFamilies() {
     PropertyFamily concurrent{
         "concurrent-records",
         "a sequential prefix that puts records on two devices, then 2-3 "
-        "branches on threads of their own, each moving and reading records "
-        "no other branch touches: what links them is the backend's own "
-        "state (staging buffers, allocators, queues)",
+        "branches on threads of their own, each moving, reading and running "
+        "networks over records no other branch touches: what links them is "
+        "the backend's own state (staging buffers, allocators, queues, "
+        "kernels)",
         needsResident,
         [] {
-          std::map<CommandKind, int> w = {{K::Create, 6},
-                                          {K::ToDevice, 6},
-                                          {K::FromDevice, 2},
-                                          {K::Write, 1}};
+          std::map<CommandKind, int> w = {{K::Create, 6},     {K::ToDevice, 6},
+                                          {K::FromDevice, 2}, {K::Write, 1},
+                                          {K::AddNetwork, 4}, {K::Run, 2}};
           GeneratorProfile p = oneDevice(w);
           p.devices.push_back(device("d1"));
-          p.maxTensors = 6;
+          p.maxTensors = 8;
+          // Few shapes and kinds, so that a branch often owns tensors of a
+          // network's type and can run it.
+          p.maxNetworkNodes = 2;
+          p.shapes = {{16}, {3, 100}, {4096}};
+          p.space.elemKinds = {ElemKind::Float32, ElemKind::Int32};
           p.parallelBranches = MaxBranches;
           p.branchLength = 6;
           p.sharedRecords = 0;

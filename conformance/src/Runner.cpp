@@ -556,6 +556,10 @@ public:
     }
   }
 
+  /// Makes the context of \p network, which a run makes on first use,
+  /// so that a parallel branch that runs it only looks it up.
+  void makeContext(const std::string &network) { context(network); }
+
   /// A watchdog for a branch's thread: like the session's, it ends a
   /// command that blocks by shutting the devices down.
   std::unique_ptr<Watchdog> branchWatchdog() {
@@ -566,8 +570,9 @@ public:
   /// for its outcome, under \p watchdog (the session's when null): a command
   /// that blocks past the callback timeout is ended and marked blocked. Safe
   /// beside other branches: for the commands a branch may run, dispatch()
-  /// only looks the tensor and the device up (they create and destroy no
-  /// name), and the callback probe is the call's own.
+  /// only looks tensors, the device and a run's context (made before the
+  /// branches start) up, a run's context and tensors belong to its branch,
+  /// and the callback probe is the call's own.
   void executeInBranch(const Command &c, Observation &obs,
                        Watchdog *watchdog = nullptr) {
     Watchdog &dog = watchdog ? *watchdog : watchdog_;
@@ -1913,6 +1918,8 @@ std::optional<Difference> runParallelBlock(
   for (size_t i = first; i < scenario.commands.size(); ++i) {
     const Command &c = scenario.commands[i];
     history[size_t(c.branch - 1)].push_back({&c, 0, 0, {}});
+    if (c.kind == CommandKind::Run)
+      session.makeContext(c.target);
   }
   std::erase_if(history, [](const auto &b) { return b.empty(); });
   std::atomic<uint64_t> clock{0};

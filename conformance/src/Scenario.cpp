@@ -98,11 +98,14 @@ bool branchCommandKind(CommandKind kind) {
   case CommandKind::Release:
   case CommandKind::Read:
   case CommandKind::Refill:
+  case CommandKind::Run:
     return true;
   default:
     // Not write: its span is filled after mutableHostBytes returns, so a
     // transfer on another thread may read the buffer meanwhile (a race the
     // contract leaves to the program); refill copies under the record.
+    // Nothing that creates or destroys a name either: branches look names
+    // up at the same time.
     return false;
   }
 }
@@ -454,6 +457,8 @@ std::string validateScenario(const Scenario &scenario) {
   // The branch each tensor is used by: a tensor object belongs to one
   // branch (branches share records through views of them).
   std::unordered_map<std::string_view, int, NameHash> branchOf;
+  // The branch each network runs in: its context belongs to one branch.
+  std::unordered_map<std::string_view, int, NameHash> networkBranch;
   for (size_t i = 0; i < scenario.commands.size(); ++i) {
     const Command &c = scenario.commands[i];
     // Named only in a problem: building it for every command would cost a
@@ -472,14 +477,32 @@ std::string validateScenario(const Scenario &scenario) {
     if (c.branch != 0 &&
         (!branchCommandKind(c.kind) || c.noWait || !c.location.empty()))
       return step() + "a parallel branch runs to-device (without a "
-                      "location), from-device, release, read and refill "
-                      "only, each waiting for its outcome";
+                      "location), from-device, release, read, refill and "
+                      "run only, each waiting for its outcome";
     if (c.branch != 0) {
-      auto [it, fresh] = branchOf.emplace(c.target, c.branch);
-      if (!fresh && it->second != c.branch)
-        return step() + "tensor '" + c.target + "' is used by branches " +
+      auto owned = [&](auto &owners, const std::string &name, const char *what,
+                       const char *why) -> std::string {
+        auto [it, fresh] = owners.emplace(name, c.branch);
+        if (fresh || it->second == c.branch)
+          return {};
+        return step() + what + " '" + name + "' is used by branches " +
                std::to_string(it->second) + " and " + std::to_string(c.branch) +
-               ": a tensor belongs to one branch (give each branch a view)";
+               ": " + why;
+      };
+      std::string problem =
+          c.kind == CommandKind::Run
+              ? owned(networkBranch, c.target, "network",
+                      "a network's context belongs to one branch")
+              : owned(branchOf, c.target, "tensor",
+                      "a tensor belongs to one branch (give each branch a "
+                      "view)");
+      for (const auto &[ph, t] : c.bindings)
+        if (problem.empty())
+          problem = owned(branchOf, t, "tensor",
+                          "a tensor belongs to one branch (give each branch "
+                          "a view)");
+      if (!problem.empty())
+        return problem;
     }
     if (c.branch != 0 && pending)
       return step() + "a transfer issued with '&' is still pending: a "

@@ -100,16 +100,24 @@ std::vector<Command> simplerCommands(const Command &c) {
             if (in == output)
               in = input;
       });
-    // Fewer placeholders: an input other than x reads x instead.
+    // Fewer placeholders: an input other than the first one the nodes
+    // read reads that one instead.
+    auto produced = [&](size_t i, const std::string &name) {
+      for (size_t j = 0; j < i; ++j)
+        if (c.nodes[j].output == name)
+          return true;
+      return false;
+    };
+    std::optional<std::string> first;
+    for (size_t i = 0; i < c.nodes.size() && !first; ++i)
+      for (const std::string &in : c.nodes[i].inputs)
+        if (!first && !produced(i, in))
+          first = in;
     for (size_t i = 0; i < c.nodes.size(); ++i)
       for (size_t a = 0; a < c.nodes[i].inputs.size(); ++a) {
         const std::string &in = c.nodes[i].inputs[a];
-        bool produced = false;
-        for (size_t j = 0; j < i; ++j)
-          produced = produced || c.nodes[j].output == in;
-        static const std::string First = "x";
-        if (!produced && in != First)
-          with([i, a](Command &s) { s.nodes[i].inputs[a] = First; });
+        if (!produced(i, in) && in != *first)
+          with([i, a, to = *first](Command &s) { s.nodes[i].inputs[a] = to; });
       }
     for (size_t i = 0; i < c.nodes.size(); ++i)
       if (c.nodes[i].op == OpKind::Scale && c.nodes[i].factor != 2.0)

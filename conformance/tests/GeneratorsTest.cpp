@@ -50,6 +50,32 @@ TEST(Generators, ParallelBlocksHaveTwoBranchesOrMore) {
   EXPECT_GE(blocks, seeds * 9 / 10);
 }
 
+TEST(Generators, ConcurrentRecordsBranchesOwnTheirRecordsAndRunNetworks) {
+  // No record is shared (no view is made for the block), every scenario is
+  // valid, and runs meet runs of another branch in a good share of cases.
+  const PropertyFamily &concurrent = family("concurrent-records");
+  ScenarioGenerator generator(concurrent.profile(), fakeCapabilities());
+  size_t blocks = 0, runsInTwoBranches = 0;
+  const size_t seeds = 500;
+  for (uint64_t seed = 0; seed < seeds; ++seed) {
+    Scenario s = generator.generate(seed, concurrent.steps);
+    EXPECT_EQ(validateScenario(s), "") << "seed " << seed;
+    std::set<int> branches, running;
+    for (const Command &c : s.commands) {
+      EXPECT_NE(c.kind, CommandKind::View) << "seed " << seed << ":\n"
+                                           << printScenario(s);
+      if (c.branch)
+        branches.insert(c.branch);
+      if (c.branch && c.kind == CommandKind::Run)
+        running.insert(c.branch);
+    }
+    blocks += branches.size() >= 2;
+    runsInTwoBranches += running.size() >= 2;
+  }
+  EXPECT_GE(blocks, seeds * 9 / 10);
+  EXPECT_GE(runsInTwoBranches, seeds / 20);
+}
+
 TEST(Generators, EveryGeneratedScenarioPrintsAndParsesBackAsItself) {
   // A command carries only the fields its kind prints: parse(print(s)) is
   // s itself, and the shrinker sees no device a command does not use.

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <utility>
 
 using namespace drt;
@@ -634,6 +635,67 @@ view b2 b [4]
   EXPECT_NE(r.divergence->observed.find("to-device a1 d0 => ok"),
             std::string::npos)
       << r.divergence->toString();
+}
+
+TEST(Runner, BranchesRunNetworksOfTheirOwnAtTheSameTime) {
+  // Each branch runs a network over tensors of its own. On a device whose
+  // runs share one set of kernel arguments without a lock, a run that
+  // starts while the other sleeps computes over the other's buffers: no
+  // order explains the outcomes.
+  const char *text = R"(device d0
+add-network n0 d0 f32 [16] o0=scale(x,2)
+add-network n1 d0 f32 [16] o0=relu(x)
+create a f32 [16] fill=1
+create b f32 [16]
+create c f32 [16] fill=2
+create d f32 [16]
+|1 run n0 x=a o0=b
+|1 from-device b d0 keep
+|2 run n1 x=c o0=d
+|2 from-device d d0 keep
+)";
+  RunResult r = run(text);
+  EXPECT_TRUE(r.passed()) << (r.divergence ? r.divergence->toString()
+                                           : r.setupError);
+  EXPECT_EQ(r.labels["linearized"], 1);
+  // The two runs overlap when both branches reach them together: the
+  // threads start at once, but the machine decides.
+  std::optional<Divergence> found;
+  for (int attempt = 0; attempt < 50 && !found; ++attempt)
+    found = run(text, "mutant:run-shares-kernel-arguments").divergence;
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found->what, "linearizability of the parallel branches")
+      << found->toString();
+}
+
+TEST(Runner, ARunInABranchUsesNetworksAndTensorsOfThatBranchOnly) {
+  auto problem = [](const char *text) {
+    ParseResult r = parseScenario(text);
+    const ParseError *e = std::get_if<ParseError>(&r);
+    return e ? e->toString() : std::string("parsed");
+  };
+  EXPECT_EQ(problem(R"(device d0
+add-network n0 d0 f32 [4] o0=relu(x)
+create a f32 [4]
+create b f32 [4]
+create c f32 [4]
+create d f32 [4]
+|1 run n0 x=a o0=b
+|2 run n0 x=c o0=d
+)"),
+            "8:1: expected a well-formed scenario: step 7 (run): network "
+            "'n0' is used by branches 1 and 2: a network's context belongs "
+            "to one branch");
+  EXPECT_EQ(problem(R"(device d0
+add-network n0 d0 f32 [4] o0=relu(x)
+create a f32 [4]
+create b f32 [4]
+|1 read a
+|2 run n0 x=a o0=b
+)"),
+            "6:1: expected a well-formed scenario: step 5 (run): tensor 'a' "
+            "is used by branches 1 and 2: a tensor belongs to one branch "
+            "(give each branch a view)");
 }
 
 TEST(Runner, ATransferIssuedWithoutWaitingIsCheckedAtItsOwnStep) {

@@ -57,6 +57,23 @@ TEST(Shrink, DropsARunBindingTheNetworkNoLongerHasAndItsTensor) {
                                        "run n0 x=a o0=b\n");
 }
 
+TEST(Shrink, AnInputReadsTheNetworksFirstInputSoThatItsTensorGoes) {
+  // A network without an "x": its second input comes to read its first,
+  // and the tensor bound to the second goes with the binding.
+  Scenario failing = parsed("device d0\n"
+                            "add-network n0 d0 f32 [4] o0=mul(z,y)\n"
+                            "create a f32 [4] fill=1\n"
+                            "create b f32 [4] fill=1\n"
+                            "create c f32 [4]\n"
+                            "run n0 z=a y=b o0=c\n");
+  ShrinkResult r = shrinkScenario(failing, normalizedOnFake, runSucceeds);
+  EXPECT_EQ(printScenario(r.scenario), "device d0\n"
+                                       "add-network n0 d0 f32 [4] o0=mul(z,z)\n"
+                                       "create a f32 [4]\n"
+                                       "create c f32 [4]\n"
+                                       "run n0 z=a o0=c\n");
+}
+
 TEST(Shrink, DropsAMoveThatOnlyRenamesATensor) {
   // The failure needs a tensor sent to the device (the runner reads it
   // back at the end); the moves after its create only rename it.
