@@ -260,7 +260,7 @@ protected:
       std::lock_guard<std::mutex> lock(mutex_);
       kernelArguments_ = std::move(arguments);
     }
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
     std::vector<RunArgument> set;
     {
       std::lock_guard<std::mutex> lock(mutex_);

@@ -840,6 +840,21 @@ protected:
   }
 };
 
+/// Locations carry no trace of the device that issued them (every device
+/// numbers its slots alike): a location of another device whose slot and
+/// generation are live here names an allocation of this device.
+class HandlesNameNoDevice final : public HandleTranslatingDevice {
+public:
+  using HandleTranslatingDevice::HandleTranslatingDevice;
+  ~HandlesNameNoDevice() override { shutdown(); }
+
+protected:
+  DeviceLocation handleFor(DeviceLocation real, uint64_t) override {
+    // LocationTable keeps the table's tag in bits 24 to 31.
+    return DeviceLocation{real.value & ~(uint64_t(0xff) << 24)};
+  }
+};
+
 //===----------------------------------------------------------------------===//
 // Shape- and offset-dependent runs.
 //===----------------------------------------------------------------------===//
@@ -1055,6 +1070,10 @@ DRT_REGISTER_BACKEND(mutant<LargestAllocation4MiB>(
 DRT_REGISTER_BACKEND(mutant<PagesCountedAsUsed>(
     "pages-counted-as-used",
     "usedMemory() counts allocations of a page or more in whole pages"));
+DRT_REGISTER_BACKEND(mutant<HandlesNameNoDevice>(
+    "handles-name-no-device",
+    "locations carry no trace of their device: another device's location "
+    "names an allocation here"));
 DRT_REGISTER_BACKEND(mutant<RunSkipsPartialWorkGroup>(
     "run-skips-partial-work-group",
     "a run over more than 64 elements leaves the last n mod 64 alone"));

@@ -658,19 +658,30 @@ private:
       c.target = *pickTensor();
       c.device = *rng_.pick(ch_.devices);
       const ModelRecord *r = m_.recordOf(c.target);
-      std::vector<Name> fitting, here;
+      // Live locations of the record's size here, other live ones here, and
+      // ones of the record's size on another device, which this device must
+      // refuse though its own handles may look the same.
+      std::vector<Name> fitting, here, elsewhere;
       for (Name name : ch_.locations) {
         const ModelLocation &l = m_.locations().at(*name);
-        if (l.device != c.device || l.state != ModelLocation::State::Live)
+        if (l.state != ModelLocation::State::Live)
           continue;
+        bool sameSize = r && l.bytes == r->bytes;
+        if (l.device != c.device) {
+          if (sameSize)
+            elsewhere.push_back(name);
+          continue;
+        }
         here.push_back(name);
-        if (r && l.bytes == r->bytes)
+        if (sameSize)
           fitting.push_back(name);
       }
       if (!fitting.empty() && rng_.percent(60))
         c.location = *rng_.pick(fitting);
       else if (!here.empty() && rng_.percent(15))
         c.location = *rng_.pick(here);
+      else if (!elsewhere.empty() && rng_.percent(10))
+        c.location = *rng_.pick(elsewhere);
       break;
     }
     case CommandKind::FromDevice:
@@ -769,7 +780,10 @@ private:
     }
     case CommandKind::Free:
       c.target = *rng_.pick(ch_.locations);
-      c.device = m_.locations().at(c.target).device;
+      // Now and then on another device, which must refuse it.
+      c.device = ch_.devices.size() > 1 && rng_.percent(10)
+                     ? *rng_.pick(ch_.devices)
+                     : m_.locations().at(c.target).device;
       break;
     }
     return c;

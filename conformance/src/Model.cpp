@@ -310,6 +310,8 @@ Outcome Model::upload(int record, const std::string &name,
   ModelRecord &r = records_.at(record);
   if (!location.empty()) {
     auto it = locations_.find(location);
+    if (it != locations_.end() && it->second.device != name)
+      step.labels.emplace_back("location-of-another-device");
     if (it == locations_.end() ||
         it->second.state != ModelLocation::State::Live ||
         it->second.device != name || it->second.bytes != r.bytes)
@@ -990,6 +992,11 @@ ModelStep Model::apply(const Command &c) {
   }
   case CommandKind::Free: {
     ModelLocation &l = locations_.at(c.target);
+    if (l.device != c.device) {
+      o = Outcome::error(ErrorCode::InvalidArgument);
+      step.labels.emplace_back("free-on-another-device");
+      break;
+    }
     if (l.state != ModelLocation::State::Live || device(c.device).shutDown) {
       o = Outcome::error(ErrorCode::InvalidArgument);
       if (l.state == ModelLocation::State::Owned)
@@ -1042,10 +1049,6 @@ bool commandFitsModel(const Command &c, const Model &model) {
   auto hasDevice = [&](const std::string &name) {
     return model.devices().count(name) != 0;
   };
-  auto locationOn = [&](const std::string &name, const std::string &device) {
-    auto it = model.locations().find(name);
-    return it != model.locations().end() && it->second.device == device;
-  };
   auto network = [&](const std::string &name) {
     return model.networkDevices().count(name) != 0;
   };
@@ -1066,7 +1069,7 @@ bool commandFitsModel(const Command &c, const Model &model) {
     return has(c.target);
   case CommandKind::ToDevice:
     return has(c.target) && hasDevice(c.device) &&
-           (c.location.empty() || locationOn(c.location, c.device)) &&
+           (c.location.empty() || model.locations().count(c.location)) &&
            (!c.noWait || !model.devices().at(c.device).lossPlanned);
   case CommandKind::FromDevice:
     return has(c.target) && hasDevice(c.device) &&
@@ -1092,7 +1095,7 @@ bool commandFitsModel(const Command &c, const Model &model) {
   case CommandKind::Alloc:
     return hasDevice(c.device) && !model.locations().count(c.target);
   case CommandKind::Free:
-    return locationOn(c.target, c.device);
+    return hasDevice(c.device) && model.locations().count(c.target);
   }
   return false;
 }

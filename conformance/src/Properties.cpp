@@ -222,13 +222,16 @@ std::vector<PropertyFamily> makeFamilies() {
                {"run-copies-outputs-to-host"}});
   f.push_back({"cross-device",
                "tensors move between two devices of one backend; runs move "
-               "their inputs",
+               "their inputs; raw locations are taken over, or handed to the "
+               "other device, which refuses them",
                needsResident,
                [] {
                  auto w = baseWeights();
                  w[K::ToDevice] = 10;
                  w[K::AddNetwork] = 3;
                  w[K::Run] = 6;
+                 w[K::Alloc] = 2;
+                 w[K::Free] = 2;
                  GeneratorProfile p = oneDevice(w);
                  // One element kind, so that most tensors fit a network and
                  // a run finds an input resident on the other device often

@@ -291,10 +291,16 @@ protected:
                        who() + ": the host cannot hold " +
                            std::to_string(wanted) + " bytes of heap");
     }
+    DeviceLocation location = blocks_.insert(block);
+    if (location.isNull()) {
+      heap_.release(block.offset, bytes);
+      return makeError(ErrorCode::OutOfMemory,
+                       who() + ": no handle is left for another allocation");
+    }
     used_ += bytes;
     physical_ += roundUp(bytes);
     ++stats_.allocations;
-    return blocks_.insert(block);
+    return location;
   }
   Error free(DeviceLocation location) override {
     std::lock_guard<std::mutex> lock(mutex_);

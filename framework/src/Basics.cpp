@@ -122,7 +122,9 @@ std::string Type::toString() const {
 std::string DeviceLocation::toString() const {
   if (isNull())
     return "loc#null";
-  return "loc#" + std::to_string((value & 0xffffffffu)) + "." +
+  // LocationTable's layout: the slot plus one in the low 24 bits, the
+  // generation in the high 32.
+  return "loc#" + std::to_string((value & 0xffffffu)) + "." +
          std::to_string(value >> 32);
 }
 

@@ -111,6 +111,20 @@ TEST(LocationTable, ReleasedAndForgedHandlesAreRejected) {
   EXPECT_EQ(table.lookup(b), nullptr);
 }
 
+TEST(LocationTable, AHandleOfAnotherTableIsUnknownThoughItsSlotIsLiveThere) {
+  // Two devices' tables both start at slot 0, generation 1.
+  LocationTable<int> first, second;
+  DeviceLocation a = first.insert(1);
+  DeviceLocation b = second.insert(2);
+  EXPECT_NE(a, b);
+  EXPECT_EQ(second.lookup(a), nullptr);
+  EXPECT_FALSE(second.erase(a));
+  ASSERT_NE(second.lookup(b), nullptr);
+  EXPECT_EQ(*second.lookup(b), 2);
+  EXPECT_EQ(*first.lookup(a), 1);
+  EXPECT_EQ(a.toString(), "loc#1.1");
+}
+
 TEST(FaultPlan, StrikesTheNthOperationOnce) {
   FaultPlan plan;
   EXPECT_TRUE(plan.add({FaultSite::Allocation, 0, ErrorCode::DeviceError}));

@@ -244,6 +244,10 @@ Expected<DeviceLocation> FakeDevice::allocate(uint64_t bytes) {
                                                  " bytes");
   }
   DeviceLocation loc = table_.insert(std::move(allocation));
+  if (loc.isNull())
+    return makeError(ErrorCode::OutOfMemory,
+                     "fake device '" + name() +
+                         "': no handle is left for another allocation");
   live_.store(table_.size());
   used_ += bytes;
   physical_ += (bytes + alignment_ - 1) & ~(alignment_ - 1);

@@ -999,10 +999,17 @@ Expected<DeviceLocation> OpenCLDeviceManager::allocate(uint64_t bytes) {
                              " bytes)");
     ++s.poolStats.driverAllocations;
   }
+  DeviceLocation location =
+      s.allocations.insert(Allocation{block.buffer, bytes, block.bytes});
+  if (location.isNull()) {
+    s.releaseBlocks({block});
+    return makeError(ErrorCode::OutOfMemory,
+                     what() + ": no handle is left for another allocation");
+  }
   s.used += bytes;
   s.physical += block.bytes;
   ++s.stats.allocations;
-  return s.allocations.insert(Allocation{block.buffer, bytes, block.bytes});
+  return location;
 }
 
 Error OpenCLDeviceManager::free(DeviceLocation location) {

@@ -1,10 +1,12 @@
 //===- drt/LocationTable.h - Generation-checked handle table ----*- C++ -*-===//
 //
 // Backends keep their allocations in a LocationTable: each entry is reached
-// through a DeviceLocation that encodes a slot and the slot's generation. A
-// slot's generation changes every time it is freed, so a handle that was
-// released (or never issued) no longer matches and lookup() returns nullptr.
-// This is what keeps stale handles away from the driver.
+// through a DeviceLocation that encodes the table, a slot and the slot's
+// generation. A slot's generation changes every time it is freed, so a
+// handle that was released (or never issued) no longer matches and lookup()
+// returns nullptr; nor does a handle another table issued (another
+// device's), whose slot and generation may well be live here. This is what
+// keeps stale and foreign handles away from the driver.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DRT_LOCATIONTABLE_H
@@ -12,6 +14,7 @@
 
 #include "drt/DeviceLocation.h"
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <utility>
@@ -20,16 +23,25 @@
 namespace drt {
 
 /// A slot map from DeviceLocation to T. Not thread-safe: the owning backend
-/// serialises access.
+/// serialises access. A handle is the generation (high 32 bits), the
+/// table's tag (8 bits) and the slot plus one (24 bits); tags are handed
+/// out in turn, so tables made one after the other (the devices of one
+/// program) never share one.
 template <typename T> class LocationTable {
 public:
-  /// Stores \p value and returns a fresh handle for it.
+  LocationTable() : tag_(nextTag()) {}
+
+  /// Stores \p value and returns a fresh handle for it, or the null handle
+  /// (storing nothing) when 2^24 - 1 entries are live already.
   DeviceLocation insert(T value) {
     uint32_t slot;
     if (!freeSlots_.empty()) {
       slot = freeSlots_.back();
       freeSlots_.pop_back();
     } else {
+      // Handles have room for 2^24 - 1 slots.
+      if (slots_.size() >= SlotMask)
+        return DeviceLocation{};
       slot = static_cast<uint32_t>(slots_.size());
       slots_.push_back(Slot{});
     }
@@ -87,15 +99,25 @@ private:
     uint32_t generation = 1;
   };
 
-  static DeviceLocation encode(uint32_t slot, uint32_t generation) {
-    return DeviceLocation{(uint64_t(generation) << 32) | (uint64_t(slot) + 1)};
+  static constexpr uint64_t SlotBits = 24;
+  static constexpr uint64_t SlotMask = (uint64_t(1) << SlotBits) - 1;
+
+  /// The tag of a new table.
+  static uint32_t nextTag() {
+    static std::atomic<uint32_t> tags{0};
+    return tags.fetch_add(1, std::memory_order_relaxed) & 0xffu;
+  }
+  DeviceLocation encode(uint32_t slot, uint32_t generation) const {
+    return DeviceLocation{(uint64_t(generation) << 32) |
+                          (uint64_t(tag_) << SlotBits) | (uint64_t(slot) + 1)};
   }
   static uint32_t slotOf(DeviceLocation l) {
-    return static_cast<uint32_t>(l.value & 0xffffffffu) - 1;
+    return static_cast<uint32_t>(l.value & SlotMask) - 1;
   }
   Slot *find(DeviceLocation location) {
-    uint32_t low = static_cast<uint32_t>(location.value & 0xffffffffu);
-    if (low == 0 || low > slots_.size())
+    uint64_t low = location.value & SlotMask;
+    if (low == 0 || low > slots_.size() ||
+        ((location.value >> SlotBits) & 0xffu) != tag_)
       return nullptr;
     Slot &s = slots_[low - 1];
     if (!s.value || s.generation != uint32_t(location.value >> 32))
@@ -103,6 +125,7 @@ private:
     return &s;
   }
 
+  uint32_t tag_;
   std::vector<Slot> slots_;
   std::vector<uint32_t> freeSlots_;
   size_t size_ = 0;

@@ -315,7 +315,7 @@ private:
 
 /// True when \p command names only objects that \p model can act on (tensors
 /// exist or are fresh as the command needs, devices are declared, locations
-/// belong to the device, networks were added).
+/// were allocated, on any device, networks were added).
 bool commandFitsModel(const Command &command, const Model &model);
 
 /// The state's name with the first letter capitalised ("Host", "Device").
