@@ -233,7 +233,7 @@ protected:
     std::byte *staging = staging_.data();
     FakeDevice::copyFromDevice(
         src, staging, bytes, [staging, dst, bytes, done](Error e) {
-          std::this_thread::sleep_for(std::chrono::microseconds(50));
+          std::this_thread::sleep_for(std::chrono::microseconds(500));
           if (e.isSuccess())
             std::memcpy(dst, staging, bytes);
           done(std::move(e));
@@ -260,7 +260,7 @@ protected:
       std::lock_guard<std::mutex> lock(mutex_);
       kernelArguments_ = std::move(arguments);
     }
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
     std::vector<RunArgument> set;
     {
       std::lock_guard<std::mutex> lock(mutex_);

@@ -3,9 +3,11 @@
 #include "drt/DeviceLocation.h"
 #include "drt/Error.h"
 #include "drt/Function.h"
+#include "drt/LocationTable.h"
 #include "drt/Type.h"
 
 #include <array>
+#include <atomic>
 #include <charconv>
 #include <limits>
 
@@ -117,6 +119,11 @@ std::string Type::toString() const {
   }
   s += ']';
   return s;
+}
+
+uint32_t nextLocationTableTag() {
+  static std::atomic<uint32_t> tags{0};
+  return tags.fetch_add(1, std::memory_order_relaxed) & 0xffu;
 }
 
 std::string DeviceLocation::toString() const {

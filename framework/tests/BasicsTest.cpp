@@ -112,8 +112,10 @@ TEST(LocationTable, ReleasedAndForgedHandlesAreRejected) {
 }
 
 TEST(LocationTable, AHandleOfAnotherTableIsUnknownThoughItsSlotIsLiveThere) {
-  // Two devices' tables both start at slot 0, generation 1.
-  LocationTable<int> first, second;
+  // Two devices' tables both start at slot 0, generation 1; they may be
+  // of two backends, each with its own kind of entry.
+  LocationTable<int> first;
+  LocationTable<long> second;
   DeviceLocation a = first.insert(1);
   DeviceLocation b = second.insert(2);
   EXPECT_NE(a, b);

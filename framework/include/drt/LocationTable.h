@@ -14,13 +14,17 @@
 
 #include "drt/DeviceLocation.h"
 
-#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <utility>
 #include <vector>
 
 namespace drt {
+
+/// The tag of the next LocationTable made, of any T: tags go round 0-255,
+/// so that tables made one after the other, of one backend or several,
+/// never share one.
+uint32_t nextLocationTableTag();
 
 /// A slot map from DeviceLocation to T. Not thread-safe: the owning backend
 /// serialises access. A handle is the generation (high 32 bits), the
@@ -29,7 +33,7 @@ namespace drt {
 /// program) never share one.
 template <typename T> class LocationTable {
 public:
-  LocationTable() : tag_(nextTag()) {}
+  LocationTable() : tag_(nextLocationTableTag()) {}
 
   /// Stores \p value and returns a fresh handle for it, or the null handle
   /// (storing nothing) when 2^24 - 1 entries are live already.
@@ -102,11 +106,6 @@ private:
   static constexpr uint64_t SlotBits = 24;
   static constexpr uint64_t SlotMask = (uint64_t(1) << SlotBits) - 1;
 
-  /// The tag of a new table.
-  static uint32_t nextTag() {
-    static std::atomic<uint32_t> tags{0};
-    return tags.fetch_add(1, std::memory_order_relaxed) & 0xffu;
-  }
   DeviceLocation encode(uint32_t slot, uint32_t generation) const {
     return DeviceLocation{(uint64_t(generation) << 32) |
                           (uint64_t(tag_) << SlotBits) | (uint64_t(slot) + 1)};
