@@ -50,9 +50,10 @@ TEST(Shrink, DropsARunBindingTheNetworkNoLongerHasAndItsTensor) {
                             "create c f32 [4]\n"
                             "run n0 x=a o0=b o1=c\n");
   ShrinkResult r = shrinkScenario(failing, normalizedOnFake, runSucceeds);
+  // A fill stops at small exact values (fill=1), never zeros.
   EXPECT_EQ(printScenario(r.scenario), "device d0\n"
                                        "add-network n0 d0 f32 [4] o0=copy(x)\n"
-                                       "create a f32 [4]\n"
+                                       "create a f32 [4] fill=1\n"
                                        "create b f32 [4]\n"
                                        "run n0 x=a o0=b\n");
 }
@@ -69,7 +70,7 @@ TEST(Shrink, AnInputReadsTheNetworksFirstInputSoThatItsTensorGoes) {
   ShrinkResult r = shrinkScenario(failing, normalizedOnFake, runSucceeds);
   EXPECT_EQ(printScenario(r.scenario), "device d0\n"
                                        "add-network n0 d0 f32 [4] o0=mul(z,z)\n"
-                                       "create a f32 [4]\n"
+                                       "create a f32 [4] fill=1\n"
                                        "create c f32 [4]\n"
                                        "run n0 z=a o0=c\n");
 }
@@ -87,7 +88,7 @@ TEST(Shrink, DropsAMoveThatOnlyRenamesATensor) {
   ShrinkResult r =
       shrinkScenario(failing, normalizedOnFake, failsOnCorruptReadBack);
   EXPECT_EQ(printScenario(r.scenario), "device d0\n"
-                                       "create t0 f32 [1]\n"
+                                       "create t0 f32 [1] fill=1\n"
                                        "to-device t0 d0\n");
 }
 
