@@ -444,7 +444,7 @@ std::string validateScenario(const Scenario &scenario) {
   // names it declares only need to be found, never listed in order. They
   // are views of the scenario's own strings.
   Names devices, tensors, networks;
-  std::unordered_map<std::string_view, std::string_view, NameHash> locations;
+  Names locations;
   tensors.reserve(scenario.commands.size() / 4 + 8);
   for (const DeviceSpec &d : scenario.devices)
     if (!devices.insert(d.name).second)
@@ -489,18 +489,19 @@ std::string validateScenario(const Scenario &scenario) {
                std::to_string(it->second) + " and " + std::to_string(c.branch) +
                ": " + why;
       };
+      auto ownedTensor = [&](const std::string &name) {
+        return owned(branchOf, name, "tensor",
+                     "a tensor belongs to one branch (give each branch a "
+                     "view)");
+      };
       std::string problem =
           c.kind == CommandKind::Run
               ? owned(networkBranch, c.target, "network",
                       "a network's context belongs to one branch")
-              : owned(branchOf, c.target, "tensor",
-                      "a tensor belongs to one branch (give each branch a "
-                      "view)");
+              : ownedTensor(c.target);
       for (const auto &[ph, t] : c.bindings)
         if (problem.empty())
-          problem = owned(branchOf, t, "tensor",
-                          "a tensor belongs to one branch (give each branch "
-                          "a view)");
+          problem = ownedTensor(t);
       if (!problem.empty())
         return problem;
     }
@@ -613,7 +614,7 @@ std::string validateScenario(const Scenario &scenario) {
       problem = needDevice();
       if (problem.empty() && locations.count(c.target))
         problem = step() + "location '" + c.target + "' already exists";
-      locations[c.target] = c.device;
+      locations.insert(c.target);
       break;
     case CommandKind::Free:
       problem = needDevice();
