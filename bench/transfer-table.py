@@ -90,16 +90,20 @@ def main():
         out.append("**chain of dependent runs on 16 MiB (1 upload, N runs, 1 read-back)**")
         out.append("")
         out.append("| N | raw loop us | drt resident us | drt resident/raw (time) | "
+                   "drt resident, each run waited for, us | waited/raw | "
                    "drt host round trips us | host bytes resident | host bytes round trips |")
-        out.append("|---|---|---|---|---|---|---|")
+        out.append("|---|---|---|---|---|---|---|---|---|")
         for n in runs:
             raw = times.get(f"chain/raw/{n}")
             res = times.get(f"chain/drt_resident/{n}")
+            waited = times.get(f"chain/drt_resident_waited/{n}")
             trips = times.get(f"chain/drt_host_round_trips/{n}")
             hb = counters.get(f"chain/drt_resident/{n}", {}).get("host_bytes")
             hbt = counters.get(f"chain/drt_host_round_trips/{n}", {}).get("host_bytes")
             r = "-" if raw is None or res is None else f"{res / raw:.2f}"
+            w = "-" if raw is None or waited is None else f"{waited / raw:.2f}"
             out.append(f"| {n} | {fmt_time(raw)} | {fmt_time(res)} | {r} | "
+                       f"{fmt_time(waited)} | {w} | "
                        f"{fmt_time(trips)} | {size_name(int(hb)) if hb else '-'} | "
                        f"{size_name(int(hbt)) if hbt else '-'} |")
         out.append("")

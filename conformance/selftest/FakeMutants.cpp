@@ -12,10 +12,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -275,6 +277,101 @@ private:
   std::vector<RunArgument> kernelArguments_;
 };
 
+/// execute() holds a run for 200 us and lets a run issued meanwhile
+/// overtake it (a scheduler that reorders work it takes for independent),
+/// though the device declares that it performs runs in order: a run that reads
+/// what the run before it writes sees the old bytes. A synchronous device never
+/// has a run waiting, so there it changes nothing.
+class RunsOutOfOrder final : public FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+  ~RunsOutOfOrder() override {
+    shutdown();
+    if (dispatcher_.joinable())
+      dispatcher_.join();
+  }
+
+protected:
+  void execute(const Function &function, std::vector<RunArgument> arguments,
+               CompletionCallback done) override {
+    if (!capabilities().asynchronousCompletion)
+      return FakeDevice::execute(function, std::move(arguments),
+                                 std::move(done));
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (held_) {
+      Held earlier = std::move(*held_);
+      held_.reset();
+      lock.unlock();
+      FakeDevice::execute(function, std::move(arguments), std::move(done));
+      FakeDevice::execute(*earlier.function, std::move(earlier.arguments),
+                          std::move(earlier.done));
+      return;
+    }
+    held_ =
+        Held{&function, std::move(arguments), std::move(done),
+             std::chrono::steady_clock::now() + std::chrono::microseconds(200)};
+    if (!dispatcher_.joinable() && !stop_)
+      dispatcher_ = std::thread([this] { dispatch(); });
+    wake_.notify_all();
+  }
+
+  void shutdownBackend() override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    if (dispatcher_.joinable() &&
+        dispatcher_.get_id() != std::this_thread::get_id())
+      dispatcher_.join();
+    submitHeld();
+    FakeDevice::shutdownBackend();
+  }
+
+private:
+  struct Held {
+    const Function *function;
+    std::vector<RunArgument> arguments;
+    CompletionCallback done;
+    std::chrono::steady_clock::time_point due;
+  };
+
+  /// Submits a held run once it is due and nothing overtook it.
+  void dispatch() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!stop_) {
+      if (!held_) {
+        wake_.wait(lock);
+        continue;
+      }
+      if (std::chrono::steady_clock::now() < held_->due) {
+        wake_.wait_until(lock, held_->due);
+        continue;
+      }
+      lock.unlock();
+      submitHeld();
+      lock.lock();
+    }
+  }
+
+  void submitHeld() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!held_)
+      return;
+    Held run = std::move(*held_);
+    held_.reset();
+    lock.unlock();
+    FakeDevice::execute(*run.function, std::move(run.arguments),
+                        std::move(run.done));
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::optional<Held> held_;
+  bool stop_ = false;
+  std::thread dispatcher_;
+};
+
 /// The budget is reported but not enforced: allocations succeed up to the
 /// default budget whatever the configured one says.
 class IgnoresBudget final : public FakeDevice {
@@ -392,6 +489,10 @@ DRT_REGISTER_BACKEND(mutant<RunSharesKernelArguments>(
     "run-shares-kernel-arguments",
     "execute() keeps its arguments where every run reads them, without a "
     "lock"));
+DRT_REGISTER_BACKEND(mutant<RunsOutOfOrder>(
+    "runs-out-of-order",
+    "execute() lets a run overtake the run issued just before it, though the "
+    "device declares in-order runs"));
 DRT_REGISTER_BACKEND(mutant<IgnoresBudget>(
     "ignores-budget", "allocations are not held to the memory budget"));
 DRT_REGISTER_BACKEND(mutant<IgnoresViewOffsets>(

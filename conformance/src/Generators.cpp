@@ -68,11 +68,23 @@ public:
     std::optional<Command> c = draw(kind);
     if (p_.pipelinePercent && c &&
         (c->kind == CommandKind::ToDevice ||
-         c->kind == CommandKind::FromDevice) &&
+         c->kind == CommandKind::FromDevice || c->kind == CommandKind::Run) &&
         rng_.percent(p_.pipelinePercent))
       c->noWait = true;
-    if (c)
-      busyTensor_ = c->noWait ? std::optional(c->target) : std::nullopt;
+    if (c) {
+      busyTensor_ = c->noWait && c->kind != CommandKind::Run
+                        ? std::optional(c->target)
+                        : std::nullopt;
+      // A run issued without waiting: the next run often reads or writes
+      // what it holds, a chain a device may run without waiting between.
+      busyRunRecords_.clear();
+      if (c->noWait && c->kind == CommandKind::Run) {
+        for (const auto &[ph, name] : c->bindings)
+          busyRunRecords_.push_back(m_.tensor(name)->record);
+        if (rng_.percent(60))
+          focus_ = CommandKind::Run;
+      }
+    }
     if (c && c->kind == CommandKind::InjectFault && rng_.percent(60))
       focus_ = kindHitting(c->fault.site);
     // A freed block is what a caching allocator hands out next: allocate
@@ -577,6 +589,11 @@ private:
         if (!isOutput && resident(r) &&
             (t.offsetBytes != 0 || r.device != add.device))
           interesting.push_back(name);
+        // Or what a run just issued without waiting holds, on this device.
+        if (resident(r) && r.device == add.device &&
+            std::find(busyRunRecords_.begin(), busyRunRecords_.end(),
+                      t.record) != busyRunRecords_.end())
+          interesting.push_back(name);
       }
       if (fit.empty())
         return {};
@@ -797,6 +814,8 @@ private:
   /// The tensor of a transfer just issued without waiting: the next
   /// commands often act on it while it is busy.
   std::optional<std::string> busyTensor_;
+  /// The records bound by the last command, a run issued without waiting.
+  std::vector<int> busyRunRecords_;
   /// The size of a block just freed: the next raw allocation takes it.
   std::optional<uint64_t> reuseBytes_;
   /// The type a run lacked a tensor of: the next create makes one.

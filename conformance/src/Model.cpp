@@ -715,22 +715,42 @@ ModelStep Model::apply(const Command &c) {
   // A command on a record whose transfer was issued without waiting meets
   // it busy: the framework makes it wait, so its outcome is the one it has
   // in program order, which is what the model computes.
+  // A run that meets records of runs pending on its own device, resident
+  // there, joins them on a device that performs runs in order.
   if (!pendingRecords_.empty()) {
-    auto meets = [&](const std::string &name) {
+    auto meets = [&](const std::string &name, const auto &records) {
       const ModelTensor *t = tensor(name);
-      return t && !t->empty() && pendingRecords_.count(t->record);
+      return t && !t->empty() && records.count(t->record);
     };
-    bool busy = meets(c.target) || meets(c.source);
+    bool busy =
+        meets(c.target, pendingRecords_) || meets(c.source, pendingRecords_);
     for (const auto &[ph, name] : c.bindings)
-      busy = busy || meets(name);
+      busy = busy || meets(name, pendingRecords_);
     if (busy) {
       step.labels.emplace_back("meets-pending-transfer");
       step.labels.push_back(
           {commandKindName(c.kind), "-meets-pending-transfer"});
     }
+    if (c.kind == CommandKind::Run && networkDevice_.count(c.target)) {
+      const std::string &dev = networkDevice_.at(c.target);
+      bool joins = false;
+      for (const auto &[ph, name] : c.bindings) {
+        const ModelTensor *t = tensor(name);
+        auto pending = t && !t->empty() ? pendingRunRecords_.find(t->record)
+                                        : pendingRunRecords_.end();
+        if (pending == pendingRunRecords_.end() || pending->second != dev)
+          continue;
+        const ModelRecord &r = records_.at(t->record);
+        joins = joins || (isResident(r) && r.device == dev);
+      }
+      if (joins)
+        step.labels.emplace_back("run-joins-pending-run");
+    }
   }
-  if (!c.noWait)
+  if (!c.noWait) {
     pendingRecords_.clear();
+    pendingRunRecords_.clear();
+  }
   auto before = [&](const std::string &name) {
     const ModelRecord *r = recordOf(name);
     step.labels.push_back(
@@ -1018,8 +1038,21 @@ ModelStep Model::apply(const Command &c) {
   }
   if (c.noWait) {
     step.labels.emplace_back("issued-without-waiting");
-    if (const ModelTensor *t = tensor(c.target); t && !t->empty())
+    if (const ModelTensor *t =
+            c.kind == CommandKind::Run ? nullptr : tensor(c.target);
+        t && !t->empty()) {
       pendingRecords_.insert(t->record);
+      // A transfer waits for the runs before it: what follows meets it.
+      pendingRunRecords_.erase(t->record);
+    }
+    if (c.kind == CommandKind::Run && networkDevice_.count(c.target)) {
+      step.labels.emplace_back("run-issued-without-waiting");
+      for (const auto &[ph, name] : c.bindings)
+        if (const ModelTensor *t = tensor(name); t && !t->empty()) {
+          pendingRecords_.insert(t->record);
+          pendingRunRecords_.emplace(t->record, networkDevice_.at(c.target));
+        }
+    }
   }
   return step;
 }
@@ -1088,7 +1121,10 @@ bool commandFitsModel(const Command &c, const Model &model) {
     for (const auto &[ph, t] : c.bindings)
       if (!has(t))
         return false;
-    return network(c.target);
+    return network(c.target) &&
+           (!c.noWait || !model.devices()
+                              .at(model.networkDevices().at(c.target))
+                              .lossPlanned);
   case CommandKind::EvictNetwork:
   case CommandKind::EnsureOutputs:
     return network(c.target);

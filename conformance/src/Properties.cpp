@@ -292,6 +292,27 @@ std::vector<PropertyFamily> makeFamilies() {
        {"issued-without-waiting", "read-meets-pending-transfer",
         "write-meets-pending-transfer", "from-device-meets-pending-transfer",
         "to-device-meets-pending-transfer"}});
+  f.push_back(
+      {"run-chains",
+       "runs issued without waiting, each on what the runs before it left "
+       "on the device: a device that performs runs in order takes them "
+       "back to back, and every result is the one of program order",
+       needsResident,
+       [] {
+         std::map<CommandKind, int> w = {
+             {K::Create, 5}, {K::ToDevice, 6},   {K::FromDevice, 2},
+             {K::Read, 2},   {K::Write, 1},      {K::Release, 1},
+             {K::Refill, 1}, {K::AddNetwork, 3}, {K::Run, 14}};
+         GeneratorProfile p = oneDevice(w);
+         // Few shapes and kinds, so that most tensors fit most networks.
+         p.maxTensors = 8;
+         p.maxNetworkNodes = 2;
+         p.shapes = {{64}, {3, 100}};
+         p.space.elemKinds = {ElemKind::Float32, ElemKind::Int32};
+         p.pipelinePercent = 70;
+         return p;
+       },
+       {"run-issued-without-waiting", "run-joins-pending-run"}});
   {
     PropertyFamily parallel{
         "parallel",

@@ -510,9 +510,9 @@ std::string validateScenario(const Scenario &scenario) {
                       "command without '&' must come before the parallel "
                       "block";
     if (c.noWait && c.kind != CommandKind::ToDevice &&
-        c.kind != CommandKind::FromDevice)
-      return step() + "only to-device and from-device can be issued without "
-                      "waiting ('&')";
+        c.kind != CommandKind::FromDevice && c.kind != CommandKind::Run)
+      return step() + "only to-device, from-device and run can be issued "
+                      "without waiting ('&')";
     if (pending &&
         (c.kind == CommandKind::Shutdown || c.kind == CommandKind::InjectFault))
       return step() + "a transfer issued with '&' is still pending: a "

@@ -450,7 +450,7 @@ Command parseCommand(LineParser &p, CommandKind kind) {
     break;
   case CommandKind::Run:
     c.target = p.name("a network name");
-    while (!p.atEnd() && p.peek()->text != "->") {
+    while (!p.atEnd() && p.peek()->text != "->" && p.peek()->text != "&") {
       Token t = p.next("");
       size_t eq = t.text.find('=');
       if (eq == std::string_view::npos || !isName(t.text.substr(0, eq)) ||
@@ -502,9 +502,10 @@ Command parseCommand(LineParser &p, CommandKind kind) {
     break;
   }
   if (!p.atEnd() && p.peek()->text == "&") {
-    if (kind != CommandKind::ToDevice && kind != CommandKind::FromDevice)
+    if (kind != CommandKind::ToDevice && kind != CommandKind::FromDevice &&
+        kind != CommandKind::Run)
       p.fail("end of line or '-> OUTCOME' ('&', issuing without waiting, "
-             "follows to-device and from-device only)");
+             "follows to-device, from-device and run only)");
     p.next("");
     c.noWait = true;
   }

@@ -17,8 +17,9 @@ size_t elementsOf(const std::vector<size_t> &dims) {
   return n;
 }
 
-/// Simpler versions of \p c, simplest first.
-std::vector<Command> simplerCommands(const Command &c) {
+/// Simpler versions of \p c, simplest first; a create's fill becomes \p
+/// smallPattern at most.
+std::vector<Command> simplerCommands(const Command &c, uint64_t smallPattern) {
   std::vector<Command> out;
   auto with = [&](auto change) {
     Command s = c;
@@ -49,11 +50,12 @@ std::vector<Command> simplerCommands(const Command &c) {
     shrinkDims(true);
     if (c.elemKind != ElemKind::Float32)
       with([](Command &s) { s.elemKind = ElemKind::Float32; });
-    // Small exact values, not zeros: over zeros a run computes the same
-    // bytes whichever buffers it reads, so a shrink to zeros could keep a
-    // race only through its rarer symptoms.
-    if (c.pattern > 1)
-      with([](Command &s) { s.pattern = 1; });
+    // Small exact values, not zeros, and not the same for every tensor:
+    // over equal contents a run computes the same bytes whichever buffers
+    // it reads, so such a shrink could keep a mixed-up buffer (a race, runs
+    // out of order) only through its rarer symptoms, or lose it.
+    if (c.pattern > smallPattern)
+      with([smallPattern](Command &s) { s.pattern = smallPattern; });
     if (!c.device.empty())
       with([](Command &s) { s.device.clear(); });
     break;
@@ -114,12 +116,25 @@ std::vector<Command> simplerCommands(const Command &c) {
       for (const std::string &in : c.nodes[i].inputs)
         if (!first && !produced(i, in))
           first = in;
+    std::vector<std::string> others;
     for (size_t i = 0; i < c.nodes.size(); ++i)
       for (size_t a = 0; a < c.nodes[i].inputs.size(); ++a) {
         const std::string &in = c.nodes[i].inputs[a];
-        if (!produced(i, in) && in != *first)
-          with([i, a, to = *first](Command &s) { s.nodes[i].inputs[a] = to; });
+        if (produced(i, in) || in == *first)
+          continue;
+        with([i, a, to = *first](Command &s) { s.nodes[i].inputs[a] = to; });
+        if (std::find(others.begin(), others.end(), in) == others.end())
+          others.push_back(in);
       }
+    // Or the first reads another one: which input a failure needs is not
+    // known, so either may stay.
+    for (const std::string &other : others)
+      with([&](Command &s) {
+        for (size_t i = 0; i < s.nodes.size(); ++i)
+          for (std::string &in : s.nodes[i].inputs)
+            if (in == *first && !produced(i, in))
+              in = other;
+      });
     for (size_t i = 0; i < c.nodes.size(); ++i)
       if (c.nodes[i].op == OpKind::Scale && c.nodes[i].factor != 2.0)
         with([i](Command &s) { s.nodes[i].factor = 2.0; });
@@ -170,6 +185,30 @@ bool targetsTensor(CommandKind kind) {
   }
 }
 
+/// \p s without command \p i, the tensor named \p from called \p to in the
+/// commands after it (up to a create that makes another \p from).
+Scenario withoutCommandRenaming(const Scenario &s, size_t i,
+                                const std::string &from,
+                                const std::string &to) {
+  Scenario out = s;
+  out.commands.erase(out.commands.begin() + i);
+  auto rename = [&](std::string &name) {
+    if (name == from)
+      name = to;
+  };
+  for (size_t j = i; j < out.commands.size(); ++j) {
+    Command &c = out.commands[j];
+    if (c.kind == CommandKind::Create && c.target == from)
+      break;
+    if (targetsTensor(c.kind))
+      rename(c.target);
+    rename(c.source);
+    for (auto &binding : c.bindings)
+      rename(binding.second);
+  }
+  return out;
+}
+
 /// \p s without the move at \p i, its target called by its source's name
 /// from there on: a move that only renames a tensor goes, and with it often
 /// the create of the tensor it was moved onto. Nothing when command \p i is
@@ -179,19 +218,35 @@ std::optional<Scenario> withoutMove(const Scenario &s, size_t i) {
   if (move.kind != CommandKind::MoveConstruct &&
       move.kind != CommandKind::MoveAssign)
     return std::nullopt;
-  Scenario out = s;
-  out.commands.erase(out.commands.begin() + i);
-  auto rename = [&](std::string &name) {
-    if (name == move.target)
-      name = move.source;
-  };
-  for (size_t j = i; j < out.commands.size(); ++j) {
-    Command &c = out.commands[j];
-    if (targetsTensor(c.kind))
-      rename(c.target);
-    rename(c.source);
-    for (auto &binding : c.bindings)
-      rename(binding.second);
+  return withoutCommandRenaming(s, i, move.target, move.source);
+}
+
+/// \p s without the create at \p i, the tensor it makes called by the
+/// name of \p other from there on: two tensors of one type that need not be
+/// distinct become one (a run's input need not be a tensor of its own).
+/// Nothing when command \p i is not a create.
+std::optional<Scenario> mergedInto(const Scenario &s, size_t i,
+                                   const std::string &other) {
+  const Command &create = s.commands[i];
+  if (create.kind != CommandKind::Create)
+    return std::nullopt;
+  return withoutCommandRenaming(s, i, create.target, other);
+}
+
+/// The tensors created before command \p i with the type (and host memory)
+/// of the one command \p i creates, nearest first.
+std::vector<std::string> sameTypeBefore(const Scenario &s, size_t i) {
+  std::vector<std::string> out;
+  const Command &create = s.commands[i];
+  if (create.kind != CommandKind::Create)
+    return out;
+  for (size_t j = i; j-- > 0;) {
+    const Command &c = s.commands[j];
+    if (c.kind == CommandKind::Create && c.target != create.target &&
+        c.elemKind == create.elemKind && c.dims == create.dims &&
+        c.device == create.device &&
+        std::find(out.begin(), out.end(), c.target) == out.end())
+      out.push_back(c.target);
   }
   return out;
 }
@@ -296,8 +351,27 @@ shrinkScenario(const Scenario &failing,
           progress = true;
           continue;
         }
+      bool merged = false;
+      for (const std::string &other : sameTypeBefore(result.scenario, i)) {
+        if (exhausted())
+          break;
+        if (std::optional<Scenario> fewer =
+                mergedInto(result.scenario, i, other);
+            fewer && attempt(*fewer)) {
+          merged = true;
+          break;
+        }
+      }
+      if (merged) {
+        progress = true;
+        continue;
+      }
+      // The n-th tensor created gets fill n at most: small, and distinct.
+      uint64_t ordinal = 1;
+      for (size_t j = 0; j < i; ++j)
+        ordinal += result.scenario.commands[j].kind == CommandKind::Create;
       for (const Command &simpler :
-           simplerCommands(result.scenario.commands[i])) {
+           simplerCommands(result.scenario.commands[i], ordinal)) {
         if (exhausted() || i >= result.scenario.commands.size())
           break;
         Scenario candidate = result.scenario;

@@ -34,7 +34,7 @@ read v -> violation use-of-moved-from
 write c 4
 refill c 5
 add-network n d1 f32 [4] o=add(x,y) p=relu(o) q=scale(p,-1.5) r=copy(q) m=mul(r,r)
-run n x=c y=c o=c
+run n x=c y=c o=c &
 evict-network n
 ensure-outputs n -> error InvalidArgument
 shutdown d1
@@ -64,6 +64,9 @@ TEST(ScenarioText, EveryCommandRoundTrips) {
   EXPECT_EQ(s.commands.size(), 25u);
   EXPECT_TRUE(s.commands[10].noWait);
   EXPECT_FALSE(s.commands[11].noWait);
+  EXPECT_EQ(s.commands[18].kind, CommandKind::Run);
+  EXPECT_TRUE(s.commands[18].noWait);
+  EXPECT_EQ(s.commands[18].bindings.size(), 3u);
   EXPECT_EQ(printScenario(s), EveryCommand);
 }
 
@@ -97,11 +100,12 @@ TEST(ScenarioText, ErrorsNameLineColumnAndWhatWasExpected) {
             "tensor 'b'");
   EXPECT_EQ(parseError("device d0\nadd-network n d0 f32 [4] o=pow(x)\n"),
             "2:28: expected an op (add, mul, relu, scale, copy), found 'pow'");
-  // '&' follows transfers only, and pending transfers must not meet a
+  // '&' follows transfers and runs only, and pending work must not meet a
   // shutdown or a fault, nor go to a device a DeviceLost may shut down.
   EXPECT_EQ(parseError("device d0\ncreate a f32 [4]\nread a &\n"),
             "3:8: expected end of line or '-> OUTCOME' ('&', issuing without "
-            "waiting, follows to-device and from-device only), found '&'");
+            "waiting, follows to-device, from-device and run only), found "
+            "'&'");
   EXPECT_NE(parseError("device d0\ncreate a f32 [4]\nto-device a d0 &\n"
                        "shutdown d0\n")
                 .find("step 3 (shutdown): a transfer issued with '&' is still "

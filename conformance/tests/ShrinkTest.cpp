@@ -92,4 +92,49 @@ TEST(Shrink, DropsAMoveThatOnlyRenamesATensor) {
                                        "to-device t0 d0\n");
 }
 
+TEST(Shrink, FillsShrinkToSmallValuesThatStillTellTensorsApart) {
+  // The "failure" needs a and b to hold different values (as a run that
+  // reads the wrong buffer needs them to): both at fill 1 would lose it, so
+  // the n-th tensor created stops at fill n.
+  Scenario failing = parsed("device d0\n"
+                            "create a f32 [4] fill=9\n"
+                            "create b f32 [4] fill=7\n");
+  auto fillsDiffer = [](const Scenario &s) {
+    return s.commands.size() == 2 &&
+           s.commands[0].pattern != s.commands[1].pattern;
+  };
+  ShrinkResult r = shrinkScenario(failing, normalizedOnFake, fillsDiffer);
+  EXPECT_EQ(printScenario(r.scenario), "device d0\n"
+                                       "create a f32 [1] fill=1\n"
+                                       "create b f32 [1] fill=2\n");
+}
+
+TEST(Shrink, ATensorThatNeedNotBeDistinctBecomesAnEarlierOneOfItsType) {
+  // The run succeeds with both inputs bound to one tensor: b goes, its
+  // uses read a (the network keeps two inputs, so only merging the tensors
+  // removes b). c, the output, cannot be a (an output shares its record
+  // with no input), so it stays.
+  Scenario failing = parsed("device d0\n"
+                            "create a f32 [4] fill=1\n"
+                            "create b f32 [4] fill=2\n"
+                            "create c f32 [4]\n"
+                            "add-network n0 d0 f32 [4] o0=add(x,y)\n"
+                            "to-device b d0\n"
+                            "run n0 x=a y=b o0=c\n");
+  auto runsAnAdd = [](const Scenario &s) {
+    return runSucceeds(s) &&
+           std::any_of(
+               s.commands.begin(), s.commands.end(), [](const Command &c) {
+                 return c.kind == CommandKind::AddNetwork &&
+                        c.nodes.size() == 1 && c.nodes[0].op == OpKind::Add &&
+                        c.nodes[0].inputs.size() == 2 &&
+                        c.nodes[0].inputs[0] != c.nodes[0].inputs[1];
+               });
+  };
+  ShrinkResult r = shrinkScenario(failing, normalizedOnFake, runsAnAdd);
+  std::string printed = printScenario(r.scenario);
+  EXPECT_EQ(printed.find("create b"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("create c"), std::string::npos) << printed;
+}
+
 } // namespace

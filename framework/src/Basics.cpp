@@ -234,6 +234,7 @@ std::string Capabilities::toString() const {
   add(memoryBudget, "memory-budget");
   add(faultInjection, "fault-injection");
   add(deviceLoss, "device-loss");
+  add(inOrderRuns, "in-order-runs");
   return s.empty() ? "none" : s;
 }
 

@@ -61,7 +61,6 @@ struct DeviceManager::RunState {
     std::shared_ptr<TensorStorage> storage;
     DeviceLocation location;
     bool allocatedForRun;
-    Tensor *tensor;
   };
   std::vector<Output> outputs;
   std::vector<RunArgument> arguments;
@@ -491,10 +490,18 @@ void DeviceManager::transferFromDevice(Tensor &tensor, bool release,
                           "transferFromDevice of " + tensor.describe() +
                               ": a partial view cannot move residency; "
                               "transfer its owner or a full view"));
-  std::shared_ptr<TensorStorage> storage = tensor.storage_;
+  bringHome(tensor.storage_, release, &tensor, std::move(done));
+}
+
+void DeviceManager::bringHome(std::shared_ptr<TensorStorage> storage,
+                              bool release, const Tensor *tensor,
+                              CompletionCallback done) {
+  auto describe = [&] {
+    return tensor ? tensor->describe() : storage->describe();
+  };
   ResidencyRecord &r = storage->record;
   std::unique_lock<std::mutex> lock(r.mutex_);
-  r.idle_.wait(lock, [&] { return !r.busy_; });
+  r.idle_.wait(lock, [&] { return !r.busy(); });
   switch (r.state_) {
   case ResidencyState::Host:
     lock.unlock();
@@ -502,7 +509,7 @@ void DeviceManager::transferFromDevice(Tensor &tensor, bool release,
   case ResidencyState::Lost:
     lock.unlock();
     return done(makeError(ErrorCode::DeviceLost, "transferFromDevice of " +
-                                                     tensor.describe() +
+                                                     describe() +
                                                      ": its device was lost"));
   case ResidencyState::Device:
   case ResidencyState::Mirrored:
@@ -512,7 +519,7 @@ void DeviceManager::transferFromDevice(Tensor &tensor, bool release,
     std::string other = r.manager_->name();
     lock.unlock();
     return done(makeError(ErrorCode::InvalidArgument,
-                          "transferFromDevice of " + tensor.describe() +
+                          "transferFromDevice of " + describe() +
                               " from device '" + name() +
                               "': it is resident on device '" + other + "'"));
   }
@@ -548,7 +555,7 @@ Error DeviceManager::releaseDeviceTensor(Tensor &tensor) {
   std::shared_ptr<TensorStorage> storage = tensor.storage_;
   ResidencyRecord &r = storage->record;
   std::unique_lock<std::mutex> lock(r.mutex_);
-  r.idle_.wait(lock, [&] { return !r.busy_; });
+  r.idle_.wait(lock, [&] { return !r.busy(); });
   switch (r.state_) {
   case ResidencyState::Host:
     return Error::success();
@@ -725,17 +732,23 @@ Error DeviceManager::stageRun(RunState &run, ExecutionContext &context) {
                              "' shares its storage with placeholder '" +
                              placeholders[j].name + "'");
   }
-  // Hold every distinct record busy for the whole run.
+  // Hold every distinct record busy for the whole run. A device that
+  // performs runs in order lets a run join earlier ones on its resident
+  // records instead of waiting for them, unless its outputs come back to
+  // the host (which changes what the next run finds).
+  Capabilities caps = capabilities();
+  bool keepsResident = caps.residentTensors;
+  bool mayJoin =
+      caps.inOrderRuns && keepsResident && !config_.copyDeviceTensorsToHost;
   for (Tensor *t : bound) {
     if (std::find(run.held.begin(), run.held.end(), t->storage_) !=
         run.held.end())
       continue;
     std::unique_lock<std::mutex> lock(t->storage_->record.mutex_);
-    t->storage_->record.acquire(lock);
+    t->storage_->record.acquireForRun(lock, this, mayJoin);
     run.held.push_back(t->storage_);
   }
 
-  bool keepsResident = capabilities().residentTensors;
   run.arguments.resize(placeholders.size());
   for (size_t i = 0; i < placeholders.size(); ++i) {
     Tensor &t = *bound[i];
@@ -745,7 +758,7 @@ Error DeviceManager::stageRun(RunState &run, ExecutionContext &context) {
       if ((s.state == ResidencyState::Device ||
            s.state == ResidencyState::Mirrored) &&
           s.manager == this) {
-        run.outputs.push_back({storage, s.location, false, &t});
+        run.outputs.push_back({storage, s.location, false});
         run.arguments[i] = {s.location, 0};
         continue;
       }
@@ -763,7 +776,7 @@ Error DeviceManager::stageRun(RunState &run, ExecutionContext &context) {
       Expected<DeviceLocation> loc = allocate(storage->size());
       if (!loc)
         return loc.takeError();
-      run.outputs.push_back({storage, *loc, true, &t});
+      run.outputs.push_back({storage, *loc, true});
       run.arguments[i] = {*loc, 0};
       continue;
     }
@@ -865,13 +878,15 @@ void DeviceManager::finishRun(std::shared_ptr<RunState> run, Error error) {
   auto gather = std::make_shared<Gather>();
   gather->left = run->outputs.size();
   gather->done = std::move(run->done);
-  std::vector<Tensor *> outputs;
+  // By record, not by tensor: the program may destroy its tensors while
+  // the run is in flight.
+  std::vector<std::shared_ptr<TensorStorage>> outputs;
   for (auto &out : run->outputs)
-    outputs.push_back(out.tensor);
+    outputs.push_back(std::move(out.storage));
   run->held.clear();
   run->outputs.clear();
-  for (Tensor *out : outputs)
-    transferFromDevice(*out, /*release=*/true, [gather](Error e) {
+  for (auto &out : outputs)
+    bringHome(std::move(out), /*release=*/true, nullptr, [gather](Error e) {
       std::unique_lock<std::mutex> lock(gather->mutex);
       if (e && gather->first.isSuccess())
         gather->first = std::move(e);

@@ -65,13 +65,13 @@ uint64_t ResidencyRecord::freshVersion() {
 
 ResidencySnapshot ResidencyRecord::snapshot() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return {state_, manager_, location_, busy_,
+  return {state_, manager_, location_, busy(),
           version_.load(std::memory_order_relaxed)};
 }
 
 void ResidencyRecord::waitUntilIdle() const {
   std::unique_lock<std::mutex> lock(mutex_);
-  idle_.wait(lock, [&] { return !busy_; });
+  idle_.wait(lock, [&] { return !busy(); });
 }
 
 namespace {
@@ -364,7 +364,7 @@ std::span<const std::byte> Tensor::hostBytes() const {
   bool violation;
   {
     std::unique_lock<std::mutex> lock(r.mutex_);
-    r.idle_.wait(lock, [&] { return !r.busy_; });
+    r.idle_.wait(lock, [&] { return !r.busy(); });
     violation = composeHostAccessViolation(
         r.state_, r.manager_, "host read of ", [this] { return describe(); },
         " whose device was lost; refill it from the host");
@@ -384,7 +384,7 @@ std::span<std::byte> Tensor::mutableHostBytes() {
   DeviceLocation mirrorLocation;
   {
     std::unique_lock<std::mutex> lock(r.mutex_);
-    r.idle_.wait(lock, [&] { return !r.busy_; });
+    r.idle_.wait(lock, [&] { return !r.busy(); });
     violation = composeHostAccessViolation(
         r.state_, r.manager_, "host write of ", [this] { return describe(); },
         " whose device was lost; use refillFromHost");
@@ -412,7 +412,7 @@ Error Tensor::refillFromHost(std::span<const std::byte> bytes) {
                          std::to_string(bytes.size()) + " bytes");
   ResidencyRecord &r = storage_->record;
   std::unique_lock<std::mutex> lock(r.mutex_);
-  r.idle_.wait(lock, [&] { return !r.busy_; });
+  r.idle_.wait(lock, [&] { return !r.busy(); });
   DeviceManager *mirror = nullptr;
   DeviceLocation mirrorLocation;
   // Host and busy while the bytes are copied, in one change: a transfer or

@@ -24,6 +24,8 @@ Capabilities fakeCapabilities(bool async, bool resident) {
   caps.memoryBudget = true;
   caps.faultInjection = true;
   caps.deviceLoss = true;
+  // One worker performs the queued work in order (async=1).
+  caps.inOrderRuns = true;
   return caps;
 }
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <future>
 #include <set>
 #include <thread>
 
@@ -314,4 +315,131 @@ TEST(FakeDevice, DestroyingTheDeviceLosesItsTensorsSafely) {
   }
   EXPECT_EQ(t.residencySnapshot().state, ResidencyState::Lost);
   EXPECT_EQ(t.residencySnapshot().manager, nullptr);
+}
+
+namespace {
+/// A fake device whose runs wait at a gate until the test opens it, so that
+/// a test sees which runs reach the device before any completes.
+class GatedRuns final : public FakeDevice {
+public:
+  GatedRuns(bool inOrder) : FakeDevice(config()), inOrder_(inOrder) {}
+  ~GatedRuns() override {
+    open();
+    shutdown();
+  }
+  Capabilities capabilities() const override {
+    Capabilities caps = FakeDevice::capabilities();
+    caps.asynchronousCompletion = true;
+    caps.inOrderRuns = inOrder_;
+    return caps;
+  }
+  /// Runs reached the device so far.
+  size_t issued() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return issued_;
+  }
+  /// Performs the held runs in the order they were issued, and every later
+  /// run at once.
+  void open() {
+    std::vector<Held> runs;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      open_ = true;
+      runs.swap(held_);
+    }
+    for (Held &h : runs)
+      FakeDevice::execute(*h.function, std::move(h.arguments),
+                          std::move(h.done));
+  }
+
+protected:
+  void execute(const Function &function, std::vector<RunArgument> arguments,
+               CompletionCallback done) override {
+    std::unique_lock<std::mutex> lock(mutex_);
+    ++issued_;
+    if (!open_) {
+      held_.push_back({&function, std::move(arguments), std::move(done)});
+      return;
+    }
+    lock.unlock();
+    FakeDevice::execute(function, std::move(arguments), std::move(done));
+  }
+
+private:
+  static DeviceConfig config() {
+    DeviceConfig c;
+    c.name = "gated";
+    return c;
+  }
+  struct Held {
+    const Function *function;
+    std::vector<RunArgument> arguments;
+    CompletionCallback done;
+  };
+  bool inOrder_;
+  std::mutex mutex_;
+  size_t issued_ = 0;
+  bool open_ = false;
+  std::vector<Held> held_;
+};
+
+Function scaleBy2(const char *name, const char *from, const char *to) {
+  Type type{ElemKind::Float32, {4}};
+  Function fn(name);
+  fn.addPlaceholder(from, type).addPlaceholder(to, type);
+  fn.addNode(Node{OpKind::Scale, {from}, to, 2.0f});
+  return fn;
+}
+
+/// Two dependent runs (a -> b, then b -> a) on resident a and b, the second
+/// issued while the first waits at the gate: it reaches the device then
+/// (true) or only once the first completed (false). The gate opens by
+/// itself after \p patienceMs, so that a framework that waits cannot hang
+/// the test. Checks the result either way: a = 4 * a0.
+bool secondRunReachedTheDeviceFirst(GatedRuns &device, unsigned patienceMs) {
+  EXPECT_FALSE(device.init());
+  EXPECT_FALSE(addNetworkSync(device, scaleBy2("ab", "a", "b")));
+  EXPECT_FALSE(addNetworkSync(device, scaleBy2("ba", "b", "a")));
+  ExecutionContext context;
+  Tensor &a = context.bindings().allocate("a", {ElemKind::Float32, {4}});
+  Tensor &b = context.bindings().allocate("b", {ElemKind::Float32, {4}});
+  float a0[4] = {1, -2, 3.5f, 0.25f};
+  std::memcpy(a.mutableHostBytes().data(), a0, sizeof a0);
+  EXPECT_FALSE(transferToDeviceSync(device, a));
+  EXPECT_FALSE(transferToDeviceSync(device, b));
+  std::atomic<int> completed{0};
+  auto count = [&](Error e) {
+    EXPECT_FALSE(e) << e.toString();
+    ++completed;
+  };
+  device.runFunction("ab", context, count);
+  std::promise<void> answered;
+  std::thread opener([&, future = answered.get_future()] {
+    future.wait_for(std::chrono::milliseconds(patienceMs));
+    device.open();
+  });
+  device.runFunction("ba", context, count);
+  bool joined = device.issued() == 2 && completed == 0;
+  answered.set_value();
+  opener.join();
+  EXPECT_FALSE(transferFromDeviceSync(device, a, /*release=*/true));
+  EXPECT_EQ(completed, 2);
+  float expected[4], got[4];
+  for (int i = 0; i < 4; ++i)
+    expected[i] = 4 * a0[i];
+  std::memcpy(got, a.hostBytes().data(), sizeof got);
+  EXPECT_EQ(std::memcmp(expected, got, sizeof got), 0)
+      << got[0] << " " << got[1] << " " << got[2] << " " << got[3];
+  return joined;
+}
+} // namespace
+
+TEST(FakeDevice, ARunOnRecordsOfEarlierRunsIsIssuedWithoutWaitingWhenInOrder) {
+  GatedRuns device(/*inOrder=*/true);
+  EXPECT_TRUE(secondRunReachedTheDeviceFirst(device, 5000));
+}
+
+TEST(FakeDevice, ARunOnRecordsOfEarlierRunsWaitsWhenRunsMayBeReordered) {
+  GatedRuns device(/*inOrder=*/false);
+  EXPECT_FALSE(secondRunReachedTheDeviceFirst(device, 50));
 }

@@ -617,6 +617,8 @@ Capabilities openCLCapabilities() {
   caps.memoryBudget = true;
   caps.faultInjection = true;
   caps.deviceLoss = true;
+  // Every run's kernels go to one in-order command queue.
+  caps.inOrderRuns = true;
   return caps;
 }
 

@@ -56,6 +56,12 @@ struct Capabilities {
   /// shutdown() makes resident tensors Lost and completes in-flight work with
   /// DeviceLost.
   bool deviceLoss = true;
+  /// execute() performs runs in the order they are issued, each seeing what
+  /// the runs issued before it wrote, also while those are still in flight
+  /// (one in-order queue, say). The framework then issues a run whose
+  /// records are busy only with earlier runs on the same device, and
+  /// resident there, without waiting for them (docs/semantics.md, section 5).
+  bool inOrderRuns = false;
 
   /// "resident-tensors async fault-injection ...", for listings.
   std::string toString() const;

@@ -213,6 +213,10 @@ private:
                 CompletionCallback done);
   void upload(std::shared_ptr<TensorStorage> storage,
               std::optional<DeviceLocation> location, CompletionCallback done);
+  /// transferFromDevice of a full tensor's record; \p tensor, when given,
+  /// names it in messages (else the storage does).
+  void bringHome(std::shared_ptr<TensorStorage> storage, bool release,
+                 const Tensor *tensor, CompletionCallback done);
   void fetchToHost(std::shared_ptr<TensorStorage> storage,
                    DeviceLocation location, bool release,
                    CompletionCallback done);

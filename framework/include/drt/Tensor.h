@@ -90,17 +90,38 @@ private:
 
   /// Waits (under \p lock of mutex_) until idle, then marks the record busy.
   void acquire(std::unique_lock<std::mutex> &lock) {
-    idle_.wait(lock, [&] { return !busy_; });
+    idle_.wait(lock, [&] { return !busy(); });
     setBusy(true);
   }
-  /// Clears the busy flag and wakes the waiters.
+  /// acquire() for a run on \p manager. With \p mayJoin, a record resident
+  /// on \p manager and busy only with runs on it is joined at once: the
+  /// device performs runs in the order they are issued, and a run leaves
+  /// such a record resident where it is whatever its outcome, so the run
+  /// sees what it would see after them.
+  void acquireForRun(std::unique_lock<std::mutex> &lock, DeviceManager *manager,
+                     bool mayJoin) {
+    if (mayJoin && holds_ && heldByRunsOf_ == manager && manager_ == manager &&
+        (state_ == ResidencyState::Device ||
+         state_ == ResidencyState::Mirrored)) {
+      ++holds_;
+      changed();
+      return;
+    }
+    idle_.wait(lock, [&] { return !busy(); });
+    setBusy(true);
+    heldByRunsOf_ = manager;
+  }
+  /// Ends one operation's hold; the last one wakes the waiters.
   void releaseBusy() {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       setBusy(false);
+      if (busy())
+        return;
     }
     idle_.notify_all();
   }
+  bool busy() const { return holds_ != 0; }
   /// The only writers of the fields below (under mutex_): each change
   /// counts in version_.
   void place(ResidencyState state, DeviceManager *manager,
@@ -114,8 +135,14 @@ private:
     state_ = state;
     changed();
   }
+  /// Starts (true) or ends (false) one operation's hold on the record.
   void setBusy(bool busy) {
-    busy_ = busy;
+    if (busy) {
+      ++holds_;
+      heldByRunsOf_ = nullptr;
+    } else if (--holds_ == 0) {
+      heldByRunsOf_ = nullptr;
+    }
     changed();
   }
   /// place() and setBusy(true) as one change: a state between the two,
@@ -125,12 +152,13 @@ private:
     state_ = state;
     manager_ = manager;
     location_ = location;
-    busy_ = true;
+    ++holds_;
+    heldByRunsOf_ = nullptr;
     changed();
   }
   void changed() {
     hostAccess_.store(
-        busy_ ? 0
+        holds_ ? 0
         : state_ == ResidencyState::Host
             ? HostReadable | HostWritable
             : (state_ == ResidencyState::Mirrored ? HostReadable : 0),
@@ -154,7 +182,11 @@ private:
   ResidencyState state_ = ResidencyState::Host;
   DeviceManager *manager_ = nullptr;
   DeviceLocation location_;
-  bool busy_ = false;
+  /// Operations holding the record busy: one, or several runs joined by
+  /// acquireForRun().
+  unsigned holds_ = 0;
+  /// The manager whose runs are all the record's holders, else nullptr.
+  DeviceManager *heldByRunsOf_ = nullptr;
   std::atomic<uint64_t> version_;
   /// HostReadable and HostWritable of the fields above, kept by changed():
   /// host reads and writes, the most frequent calls on a record, skip the

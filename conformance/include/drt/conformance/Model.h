@@ -215,10 +215,11 @@ public:
   /// runner's teardown does.
   void teardown();
 
-  /// True while transfers issued without waiting ('&') have not been waited
-  /// for: until the next command written without '&'.
+  /// True while transfers or runs issued without waiting ('&') have not been
+  /// waited for: until the next command written without '&'.
   bool transfersPending() const { return !pendingRecords_.empty(); }
-  /// True while such a transfer of the record of tensor \p name is pending.
+  /// True while such a transfer or run of the record of tensor \p name is
+  /// pending.
   bool transferPendingOn(const std::string &name) const;
 
   const NameMap<ModelTensor> &tensors() const { return tensors_; }
@@ -308,9 +309,11 @@ private:
   NameMap<ModelContext> contexts_;
   std::map<std::string, std::string> networkDevice_;
   std::map<std::string, std::string> placement_;
-  /// The records of the transfers issued without waiting since the last
-  /// command that waits.
+  /// The records of the transfers and runs issued without waiting since the
+  /// last command that waits.
   std::set<int> pendingRecords_;
+  /// Those of runs, each with the device of its run.
+  std::map<int, std::string> pendingRunRecords_;
 };
 
 /// True when \p command names only objects that \p model can act on (tensors
