@@ -269,11 +269,14 @@ void registerTransfers() {
 // Chains of dependent runs.
 //===----------------------------------------------------------------------===//
 
-constexpr size_t ChainElements = size_t(4) << 20; // 16 MiB of f32
+/// The chain's tensors: 16 MiB of f32, where the transfers dominate, and
+/// 64 KiB, where what each run costs the host does.
+const std::vector<int64_t> ChainElements = {int64_t(4) << 20, 16 << 10};
 constexpr float ChainFactor = 1.0f;
 
 void rawChain(benchmark::State &state) {
   int runs = int(state.range(0));
+  size_t elements = size_t(state.range(1));
   RawDevice device;
   if (!device.error.empty())
     return state.SkipWithError(device.error.c_str());
@@ -287,7 +290,7 @@ void rawChain(benchmark::State &state) {
       program,
       opencl::kernelName(opencl::kernelFor(OpKind::Scale, ElemKind::Float32)),
       &rc);
-  size_t bytes = ChainElements * sizeof(float);
+  size_t bytes = elements * sizeof(float);
   cl_mem a =
       clCreateBuffer(device.context, CL_MEM_READ_WRITE, bytes, nullptr, &rc);
   cl_mem b =
@@ -308,7 +311,7 @@ void rawChain(benchmark::State &state) {
       rc |= clSetKernelArg(kernel, 2, sizeof(cl_mem), &out);
       rc |= clSetKernelArg(kernel, 3, sizeof zero, &zero);
       rc |= clSetKernelArg(kernel, 4, sizeof factor, &factor);
-      size_t global = ChainElements;
+      size_t global = elements;
       rc |= clEnqueueNDRangeKernel(device.queue, kernel, 1, nullptr, &global,
                                    nullptr, 0, nullptr, nullptr);
     }
@@ -325,8 +328,9 @@ void rawChain(benchmark::State &state) {
   state.counters["host_bytes"] = double(2 * bytes);
 }
 
-Function chainStep(const char *name, const char *from, const char *to) {
-  Type type{ElemKind::Float32, {ChainElements}};
+Function chainStep(const char *name, const char *from, const char *to,
+                   size_t elements) {
+  Type type{ElemKind::Float32, {elements}};
   Function fn(name);
   fn.addPlaceholder(from, type).addPlaceholder(to, type);
   fn.addNode(Node{OpKind::Scale, {from}, to, ChainFactor});
@@ -347,6 +351,7 @@ enum class ChainRuns {
 
 void drtChain(benchmark::State &state, ChainRuns how) {
   int runs = int(state.range(0));
+  size_t elements = size_t(state.range(1));
   bool resident = how != ChainRuns::HostRoundTrips;
   DeviceConfig config;
   config.name = "bench";
@@ -354,11 +359,11 @@ void drtChain(benchmark::State &state, ChainRuns how) {
   opencl::OpenCLDeviceManager device(config);
   if (Error e = device.init())
     return state.SkipWithError(e.toString().c_str());
-  Error error = addNetworkSync(device, chainStep("ab", "a", "b"));
+  Error error = addNetworkSync(device, chainStep("ab", "a", "b", elements));
   if (!error)
-    error = addNetworkSync(device, chainStep("ba", "b", "a"));
+    error = addNetworkSync(device, chainStep("ba", "b", "a", elements));
   ExecutionContext context;
-  Type type{ElemKind::Float32, {ChainElements}};
+  Type type{ElemKind::Float32, {elements}};
   Tensor &a = context.bindings().allocate("a", type);
   Tensor &b = context.bindings().allocate("b", type);
   std::memset(a.mutableHostBytes().data(), 0, type.sizeInBytes());
@@ -428,7 +433,10 @@ void registerChains() {
                             ? ChainRuns::Waited
                             : ChainRuns::HostRoundTrips);
         });
-    b->Arg(1)->Arg(4)->Arg(16)->UseManualTime()->Unit(benchmark::kMicrosecond);
+    for (int64_t elements : ChainElements)
+      for (int64_t runs : {1, 4, 16})
+        b->Args({runs, elements});
+    b->UseManualTime()->Unit(benchmark::kMicrosecond);
   }
 }
 

@@ -85,25 +85,28 @@ def main():
                         ratio(cq, t["drt"])]
             out.append("| " + " | ".join(row) + " |")
         out.append("")
-    runs = sorted({int(k.split("/")[2]) for k in times if k.startswith("chain/")})
-    if runs:
-        out.append("**chain of dependent runs on 16 MiB (1 upload, N runs, 1 read-back)**")
+    # chain/MECHANISM/N/ELEMENTS: N runs over tensors of ELEMENTS f32.
+    chains = {(int(k.split("/")[3]), int(k.split("/")[2]))
+              for k in times if k.startswith("chain/")}
+    if chains:
+        out.append("**chains of dependent runs (1 upload, N runs, 1 read-back)**")
         out.append("")
-        out.append("| N | raw loop us | drt resident us | drt resident/raw (time) | "
+        out.append("| size | N | raw loop us | drt resident us | drt resident/raw (time) | "
                    "drt resident, each run waited for, us | waited/raw | "
                    "drt host round trips us | host bytes resident | host bytes round trips |")
-        out.append("|---|---|---|---|---|---|---|---|---|")
-        for n in runs:
-            raw = times.get(f"chain/raw/{n}")
-            res = times.get(f"chain/drt_resident/{n}")
-            waited = times.get(f"chain/drt_resident_waited/{n}")
-            trips = times.get(f"chain/drt_host_round_trips/{n}")
-            hb = counters.get(f"chain/drt_resident/{n}", {}).get("host_bytes")
-            hbt = counters.get(f"chain/drt_host_round_trips/{n}", {}).get("host_bytes")
+        out.append("|---|---|---|---|---|---|---|---|---|---|")
+        for elements, n in sorted(chains, key=lambda c: (-c[0], c[1])):
+            key = lambda m: f"chain/{m}/{n}/{elements}"
+            raw = times.get(key("raw"))
+            res = times.get(key("drt_resident"))
+            waited = times.get(key("drt_resident_waited"))
+            trips = times.get(key("drt_host_round_trips"))
+            hb = counters.get(key("drt_resident"), {}).get("host_bytes")
+            hbt = counters.get(key("drt_host_round_trips"), {}).get("host_bytes")
             r = "-" if raw is None or res is None else f"{res / raw:.2f}"
             w = "-" if raw is None or waited is None else f"{waited / raw:.2f}"
-            out.append(f"| {n} | {fmt_time(raw)} | {fmt_time(res)} | {r} | "
-                       f"{fmt_time(waited)} | {w} | "
+            out.append(f"| {size_name(4 * elements)} | {n} | {fmt_time(raw)} | "
+                       f"{fmt_time(res)} | {r} | {fmt_time(waited)} | {w} | "
                        f"{fmt_time(trips)} | {size_name(int(hb)) if hb else '-'} | "
                        f"{size_name(int(hbt)) if hbt else '-'} |")
         out.append("")
