@@ -91,13 +91,15 @@ def main():
     if chains:
         out.append("**chains of dependent runs (1 upload, N runs, 1 read-back)**")
         out.append("")
-        out.append("| size | N | raw loop us | drt resident us | drt resident/raw (time) | "
+        out.append("| size | N | raw loop us | raw, an event and a flush per run, us | "
+                   "drt resident us | drt resident/raw (time) | "
                    "drt resident, each run waited for, us | waited/raw | "
                    "drt host round trips us | host bytes resident | host bytes round trips |")
-        out.append("|---|---|---|---|---|---|---|---|---|---|")
+        out.append("|---|---|---|---|---|---|---|---|---|---|---|")
         for elements, n in sorted(chains, key=lambda c: (-c[0], c[1])):
             key = lambda m: f"chain/{m}/{n}/{elements}"
             raw = times.get(key("raw"))
+            raw_events = times.get(key("raw_event_per_run"))
             res = times.get(key("drt_resident"))
             waited = times.get(key("drt_resident_waited"))
             trips = times.get(key("drt_host_round_trips"))
@@ -106,6 +108,7 @@ def main():
             r = "-" if raw is None or res is None else f"{res / raw:.2f}"
             w = "-" if raw is None or waited is None else f"{waited / raw:.2f}"
             out.append(f"| {size_name(4 * elements)} | {n} | {fmt_time(raw)} | "
+                       f"{fmt_time(raw_events)} | "
                        f"{fmt_time(res)} | {r} | {fmt_time(waited)} | {w} | "
                        f"{fmt_time(trips)} | {size_name(int(hb)) if hb else '-'} | "
                        f"{size_name(int(hbt)) if hbt else '-'} |")
