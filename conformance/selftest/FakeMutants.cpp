@@ -372,6 +372,50 @@ private:
   std::thread dispatcher_;
 };
 
+/// Transfers and runs complete while the device holds the lock that its
+/// accounting takes (a backend that calls done from inside its critical
+/// section): a program that calls into the device from a completion
+/// callback, to issue its next transfer, deadlocks. The lock is recursive,
+/// so the calls the framework itself makes on the completing thread go
+/// through; on the asynchronous device the worker calls back without it.
+class CallsBackUnderItsLock final : public FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+  ~CallsBackUnderItsLock() override { shutdown(); }
+  uint64_t usedMemory() const override {
+    std::lock_guard<std::recursive_mutex> lock(mutex_);
+    return FakeDevice::usedMemory();
+  }
+  uint64_t physicalMemoryInUse() const override {
+    std::lock_guard<std::recursive_mutex> lock(mutex_);
+    return FakeDevice::physicalMemoryInUse();
+  }
+  size_t liveAllocations() const override {
+    std::lock_guard<std::recursive_mutex> lock(mutex_);
+    return FakeDevice::liveAllocations();
+  }
+
+protected:
+  void copyToDevice(DeviceLocation dst, const std::byte *src, uint64_t bytes,
+                    CompletionCallback done) override {
+    std::lock_guard<std::recursive_mutex> lock(mutex_);
+    FakeDevice::copyToDevice(dst, src, bytes, std::move(done));
+  }
+  void copyFromDevice(DeviceLocation src, std::byte *dst, uint64_t bytes,
+                      CompletionCallback done) override {
+    std::lock_guard<std::recursive_mutex> lock(mutex_);
+    FakeDevice::copyFromDevice(src, dst, bytes, std::move(done));
+  }
+  void execute(const Function &function, std::vector<RunArgument> arguments,
+               CompletionCallback done) override {
+    std::lock_guard<std::recursive_mutex> lock(mutex_);
+    FakeDevice::execute(function, std::move(arguments), std::move(done));
+  }
+
+private:
+  mutable std::recursive_mutex mutex_;
+};
+
 /// The budget is reported but not enforced: allocations succeed up to the
 /// default budget whatever the configured one says.
 class IgnoresBudget final : public FakeDevice {
@@ -493,6 +537,10 @@ DRT_REGISTER_BACKEND(mutant<RunsOutOfOrder>(
     "runs-out-of-order",
     "execute() lets a run overtake the run issued just before it, though the "
     "device declares in-order runs"));
+DRT_REGISTER_BACKEND(mutant<CallsBackUnderItsLock>(
+    "calls-back-under-its-lock",
+    "transfers and runs complete while the device holds the lock its "
+    "accounting takes"));
 DRT_REGISTER_BACKEND(mutant<IgnoresBudget>(
     "ignores-budget", "allocations are not held to the memory budget"));
 DRT_REGISTER_BACKEND(mutant<IgnoresViewOffsets>(

@@ -135,6 +135,9 @@ std::vector<PropertyFamily> makeFamilies() {
                  return oneDevice(w);
                },
                {"host-write-drops-mirror", "to-device-already-Mirrored"}});
+  // Transfers and runs call back to a program that may call the device
+  // again from the callback: two families ask (RunOptions).
+  f.back().asksDevicesFromCallbacks = true;
   f.push_back({"destruction-releases-once",
                "the last reference of a resident record frees it exactly "
                "once; views keep records alive",
@@ -181,6 +184,7 @@ std::vector<PropertyFamily> makeFamilies() {
                },
                {"run-leaves-outputs-resident", "ensure-outputs-brings-back",
                 "run-input-in-place"}});
+  f.back().asksDevicesFromCallbacks = true;
   f.push_back({"runs-on-views",
                "views at an offset into resident tensors are run inputs in "
                "place; results are exact",
@@ -684,6 +688,7 @@ void finishFailure(Row &row, const PropertyFamily &family,
       options.backend +
       (options.against.empty() ? "" : " --against " + options.against) +
       parameterOptions(result.parameters) +
+      (run.askDevicesFromCallbacks ? " --ask-devices-from-callbacks" : "") +
       (timingDependent(minimal)
            ? " --repeat " + std::to_string(TimingReplayRuns)
            : "");
@@ -832,6 +837,7 @@ runPropertyInConfigurations(const PropertyFamily &family,
   RunOptions run;
   run.backend = options.backend;
   run.against = options.against;
+  run.askDevicesFromCallbacks = family.asksDevicesFromCallbacks;
   // A round that passes without reaching every key state is followed by
   // more rounds, so that coverage does not hinge on a few cases; a single
   // shard sees only part of the cases and runs one.

@@ -28,7 +28,7 @@ namespace {
 const char *Usage =
     " FILE --backend NAME [--against NAME]\n"
     "                  [--param KEY=VALUE]... [--plugin LIBRARY]... [--trace]\n"
-    "                  [--repeat N]\n"
+    "                  [--repeat N] [--ask-devices-from-callbacks]\n"
     "Runs the scenario in FILE on backend NAME and compares it with the\n"
     "reference model after every step; exits 0 when it passes, 1 on a\n"
     "divergence, 2 on a usage, plugin, parse or setup error, 3 on an\n"
@@ -42,7 +42,10 @@ const char *Usage =
     "separated by ':') loads a shared library that registers backends.\n"
     "--trace prints every step with its observations. --repeat N runs the\n"
     "scenario up to N times (1 to 100000) and stops at the first failure:\n"
-    "the interleavings of a parallel block vary from run to run.\n";
+    "the interleavings of a parallel block vary from run to run.\n"
+    "--ask-devices-from-callbacks has the first callback of each kind of\n"
+    "operation on each device ask the device for its accounting from another\n"
+    "thread: a device that cannot answer holds a lock across its callback.\n";
 
 std::string registeredBackends() {
   std::string out;
@@ -130,6 +133,7 @@ int run(int argc, char **argv, const ProgramSettings &settings) {
   std::string file, backend, against;
   ParameterMap parameters;
   bool trace = false;
+  bool askDevices = false;
   long repeat = 1;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -152,6 +156,8 @@ int run(int argc, char **argv, const ProgramSettings &settings) {
       pluginPaths.push_back(argv[++i]);
     } else if (arg == "--trace") {
       trace = true;
+    } else if (arg == "--ask-devices-from-callbacks") {
+      askDevices = true;
     } else if (arg == "--repeat" && hasValue) {
       const char *v = argv[++i];
       if (!parseInt(v, repeat) || repeat < 1 || repeat > 100000) {
@@ -228,6 +234,7 @@ int run(int argc, char **argv, const ProgramSettings &settings) {
   RunOptions options;
   options.backend = backend;
   options.against = against;
+  options.askDevicesFromCallbacks = askDevices;
   if (trace)
     options.trace = [](const std::string &line) { std::cout << line << "\n"; };
   RunResult result = runScenario(scenario, options);

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <latch>
 #include <memory>
 #include <mutex>
@@ -157,6 +158,9 @@ struct CallbackProbe {
   /// Cleared once the step is over: a late call must not touch the tensor,
   /// which the scenario may have destroyed since.
   bool open = true;
+  /// The device did not answer a question about its accounting while the
+  /// callback ran (AccountingQuestion).
+  bool unansweredAccounting = false;
   /// Counts, for the whole scenario, the calls beyond the first of any
   /// probe, so that a late second call of an earlier step's callback is seen
   /// without going through every probe.
@@ -298,6 +302,88 @@ void selfMoveAssign(Tensor &target, Tensor &source) {
   target = std::move(source);
 }
 
+/// Asks a device for its accounting (usedMemory, physicalMemoryInUse,
+/// liveAllocations, stats) from another thread while one of its completion
+/// callbacks runs. A device that cannot answer then holds a lock of its own
+/// across the callback, and a program that calls into it from the callback
+/// (to issue its next transfer) deadlocks; asked from another thread, the
+/// question waits only until the callback returns. One thread serves every
+/// runner of the process.
+class AccountingQuestion {
+public:
+  /// Asks \p device; true when it answered within \p patience. The
+  /// question stays asked after that: done() says when it is answered.
+  static std::shared_ptr<AccountingQuestion>
+  ask(const DeviceManager &device, std::chrono::milliseconds patience,
+      bool &answered) {
+    auto q = std::shared_ptr<AccountingQuestion>(new AccountingQuestion);
+    q->device_ = &device;
+    Service &s = service();
+    {
+      std::lock_guard<std::mutex> lock(s.mutex);
+      s.questions.push_back(q);
+    }
+    s.asked.notify_one();
+    std::unique_lock<std::mutex> lock(q->mutex_);
+    answered = q->answered_.wait_for(lock, patience, [&] { return q->done_; });
+    return q;
+  }
+  /// Waits until the device answered (a device that held its lock across
+  /// a callback answers once the callback returns).
+  void waitUntilAnswered() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    answered_.wait(lock, [&] { return done_; });
+  }
+
+private:
+  struct Service {
+    std::mutex mutex;
+    std::condition_variable asked;
+    std::deque<std::shared_ptr<AccountingQuestion>> questions;
+    std::thread thread;
+
+    Service() {
+      thread = std::thread([this] {
+        for (;;) {
+          std::shared_ptr<AccountingQuestion> q;
+          {
+            std::unique_lock<std::mutex> lock(mutex);
+            asked.wait(lock, [&] { return !questions.empty(); });
+            q = std::move(questions.front());
+            questions.pop_front();
+          }
+          const DeviceManager &d = *q->device_;
+          (void)d.usedMemory();
+          (void)d.physicalMemoryInUse();
+          (void)d.liveAllocations();
+          (void)d.stats();
+          {
+            std::lock_guard<std::mutex> lock(q->mutex_);
+            q->done_ = true;
+          }
+          q->answered_.notify_all();
+        }
+      });
+      // It serves until the process ends.
+      thread.detach();
+    }
+  };
+  static Service &service() {
+    static Service *s = new Service;
+    return *s;
+  }
+
+  const DeviceManager *device_ = nullptr;
+  std::mutex mutex_;
+  std::condition_variable answered_;
+  bool done_ = false;
+};
+
+/// How long a callback waits for its device's answer (AccountingQuestion):
+/// long enough for the question's thread to be scheduled on a loaded
+/// machine.
+constexpr std::chrono::milliseconds AccountingPatience{200};
+
 /// Runs an action if a step outlasts its deadline: a command that blocks on
 /// a completion the backend dropped (a run staging on an asynchronous
 /// device, a synchronous helper) is ended by shutting the devices down, which
@@ -413,11 +499,17 @@ private:
 /// One backend's devices and objects while a scenario runs on it.
 class Session {
 public:
-  Session(std::string backend, const Scenario &scenario, unsigned timeoutMs)
+  Session(std::string backend, const Scenario &scenario, unsigned timeoutMs,
+          bool askDevicesFromCallbacks)
       : backend_(std::move(backend)), scenario_(scenario),
-        timeoutMs_(timeoutMs) {}
+        timeoutMs_(timeoutMs),
+        askDevicesFromCallbacks_(askDevicesFromCallbacks) {}
 
   ~Session() {
+    // A device asked from a callback answers once the callback returned,
+    // before it goes.
+    for (auto &q : questions_)
+      q->waitUntilAnswered();
     // Devices stop first: work a broken backend left pending completes (with
     // DeviceLost) before the tensors it would write into are freed.
     for (const auto &[name, index] : deviceIndex_)
@@ -489,12 +581,44 @@ public:
             ? &model.records().at(expectedTensor->record)
             : nullptr;
     const std::string &name = c.target;
+    // The first callback of each kind of operation on each device asks the
+    // device for its accounting from another thread (AccountingQuestion).
+    const DeviceManager *asked = nullptr;
+    std::string askedName;
+    if (askDevicesFromCallbacks_ && !c.noWait &&
+        (c.kind == CommandKind::ToDevice || c.kind == CommandKind::FromDevice ||
+         c.kind == CommandKind::Run)) {
+      askedName =
+          c.kind == CommandKind::Run
+              ? (networkDevice_.count(c.target) ? networkDevice_.at(c.target)
+                                                : std::string())
+              : c.device;
+      if (deviceIndex_.count(askedName) &&
+          askedKinds_.insert({askedName, c.kind}).second)
+        asked = &device(askedName);
+    }
     auto callback = [&]() -> CompletionCallback {
       probe = std::make_shared<CallbackProbe>();
       probe->extraCalls = extraCalls_;
-      return [p = probe, transferred, fetched, recordPending, expectedTensor,
-              expectedRecord, &name](Error e) {
+      return [this, p = probe, transferred, fetched, recordPending,
+              expectedTensor, expectedRecord, &name, asked](Error e) {
         CallbackProbe *probe = p.get();
+        bool first = false;
+        if (asked) {
+          std::lock_guard<std::mutex> lock(p->mutex);
+          first = p->open && p->calls == 0;
+        }
+        if (first) {
+          bool answered = false;
+          auto q =
+              AccountingQuestion::ask(*asked, AccountingPatience, answered);
+          {
+            std::lock_guard<std::mutex> lock(questionsMutex_);
+            questions_.push_back(std::move(q));
+          }
+          std::lock_guard<std::mutex> lock(p->mutex);
+          p->unansweredAccounting = !answered;
+        }
         p->record(std::move(e), [&](const Error &outcome) {
           if (!transferred || transferred->isEmpty() ||
               (recordPending && !outcome.isSuccess()))
@@ -545,6 +669,21 @@ public:
       missedCallback_ =
           obs.callbacks == 0 && obs.outcome.kind != Outcome::Kind::Violation;
       probe->close();
+      bool unanswered;
+      {
+        std::lock_guard<std::mutex> lock(probe->mutex);
+        unanswered = probe->unansweredAccounting;
+      }
+      if (unanswered && !obs.problem)
+        obs.problem = Difference{
+            "the accounting of device '" + askedName +
+                "', asked from another thread while the step's completion "
+                "callback ran",
+            "an answer: a device calls back without holding its own locks",
+            "none within " + std::to_string(AccountingPatience.count()) +
+                " ms: the device held a lock across the callback, so a "
+                "program that calls into it from the callback (to issue its "
+                "next transfer) deadlocks"};
       if (obs.callbacks > 0 && obs.outcome.kind != Outcome::Kind::Violation) {
         std::lock_guard<std::mutex> lock(probe->mutex);
         result = probe->first;
@@ -1648,6 +1787,12 @@ private:
   /// storage it gave (Observation::problem, Observation::storageLabel).
   std::optional<Difference> storageProblem_;
   const char *storageLabel_ = nullptr;
+  /// The devices and kinds of operation whose callback asked already, and
+  /// the questions asked (AccountingQuestion).
+  bool askDevicesFromCallbacks_;
+  std::set<std::pair<std::string, CommandKind>> askedKinds_;
+  std::mutex questionsMutex_;
+  std::vector<std::shared_ptr<AccountingQuestion>> questions_;
   /// Declared last: it stops (and joins) before the devices go.
   Watchdog watchdog_{[this] { shutDownDevices(); }};
 };
@@ -2130,11 +2275,13 @@ void runInto(const Scenario &scenario, const RunOptions &options,
     return;
   }
   std::vector<std::unique_ptr<Session>> sessions;
-  sessions.push_back(std::make_unique<Session>(options.backend, scenario,
-                                               options.callbackTimeoutMs));
+  sessions.push_back(std::make_unique<Session>(
+      options.backend, scenario, options.callbackTimeoutMs,
+      options.askDevicesFromCallbacks));
   if (!options.against.empty())
-    sessions.push_back(std::make_unique<Session>(options.against, scenario,
-                                                 options.callbackTimeoutMs));
+    sessions.push_back(std::make_unique<Session>(
+        options.against, scenario, options.callbackTimeoutMs,
+        options.askDevicesFromCallbacks));
   for (auto &s : sessions)
     if (std::string e = s->setup(); !e.empty()) {
       result.setupFailure = RunResult::SetupFailure::Device;

@@ -855,6 +855,57 @@ from-device a d0 keep
       << before.divergence->toString();
 }
 
+/// A device whose runs complete while it holds the lock its accounting
+/// takes (recursive, so that the completing thread itself goes through).
+class RunCallsBackUnderItsLock final : public fake::FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+  ~RunCallsBackUnderItsLock() override { shutdown(); }
+  size_t liveAllocations() const override {
+    std::lock_guard<std::recursive_mutex> lock(mutex_);
+    return FakeDevice::liveAllocations();
+  }
+
+protected:
+  void execute(const Function &function, std::vector<RunArgument> arguments,
+               CompletionCallback done) override {
+    std::lock_guard<std::recursive_mutex> lock(mutex_);
+    FakeDevice::execute(function, std::move(arguments), std::move(done));
+  }
+
+private:
+  mutable std::recursive_mutex mutex_;
+};
+
+TEST(Runner, ADeviceThatCallsBackUnderItsOwnLockIsReportedAtTheStep) {
+  // Asked to, the first callback of each kind of operation on a device asks
+  // the device for its accounting from another thread: a device that cannot
+  // answer while its callback runs would deadlock a program that calls into
+  // it from there. Uploads call back freely here; the run does not. Not
+  // asked to, the runner does not notice.
+  const char *text = R"(device d0
+create a f32 [4] fill=1
+create b f32 [4]
+add-network n d0 f32 [4] o=copy(x)
+to-device a d0
+run n x=a o=b
+)";
+  const std::string &locked = testBackend<RunCallsBackUnderItsLock>(
+      "test:run-calls-back-under-its-lock");
+  EXPECT_TRUE(run(text, locked).passed());
+  RunOptions options;
+  options.askDevicesFromCallbacks = true;
+  EXPECT_TRUE(runScenario(parse(text), options).passed());
+  options.backend = locked;
+  RunResult r = runScenario(parse(text), options);
+  ASSERT_TRUE(r.divergence) << r.setupError;
+  EXPECT_EQ(r.divergence->step, 5u) << r.divergence->toString();
+  EXPECT_EQ(r.divergence->what,
+            "the accounting of device 'd0', asked from another thread while "
+            "the step's completion callback ran")
+      << r.divergence->toString();
+}
+
 TEST(Runner, ASweepFindsANewLocationThatAnotherRecordHolds) {
   // b's upload is handed a's block, which a still holds: the upload's step
   // is reported, though a record that kept its location (a's) is one of

@@ -48,6 +48,10 @@ struct PropertyFamily {
   /// MiB): a fuzzer that bounds live bytes to keep inputs cheap gives such
   /// a family a larger bound of its own (FuzzSetup::maxLargeLiveBytes).
   bool aboutLargeTensors = false;
+  /// The family's cases ask each device, from a completion callback, for
+  /// its accounting (RunOptions::askDevicesFromCallbacks); its replay
+  /// commands say --ask-devices-from-callbacks.
+  bool asksDevicesFromCallbacks = false;
   /// Steps of each case (0: the run's --max-steps), and the fewest cases a
   /// time-budgeted run makes (0: the run's minCases).
   size_t steps = 0;

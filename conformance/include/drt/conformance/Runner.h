@@ -62,6 +62,14 @@ struct RunOptions {
   /// outcomes, is annotated only once it fails. Every step is still held
   /// to the model.
   bool checkWrittenExpectations = true;
+  /// The first completion callback of each kind of operation (to-device,
+  /// from-device, run) on each device asks that device for its accounting
+  /// from another thread, and waits up to 200 ms for the answer: a device
+  /// that cannot answer while its callback runs holds a lock of its own
+  /// across the callback, so a program that calls into it from there
+  /// deadlocks (a divergence at the step). Off by default: the question
+  /// costs a thread's round trip, a large share of a short case.
+  bool askDevicesFromCallbacks = false;
 };
 
 /// The outcome of running one scenario.
