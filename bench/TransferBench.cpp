@@ -39,6 +39,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -383,12 +384,19 @@ void drtChain(benchmark::State &state, ChainRuns how) {
   Tensor &b = context.bindings().allocate("b", type);
   std::memset(a.mutableHostBytes().data(), 0, type.sizeInBytes());
   // The first error of the runs issued without waiting.
+  // The first error of the runs issued without waiting, and how many of
+  // them have not called back: a callback may come after the records it
+  // held are released, so an iteration waits for every one.
   std::mutex mutex;
+  std::condition_variable calledBack;
+  int uncalled = 0;
   Error issuedError;
   auto note = [&](Error e) {
     std::lock_guard<std::mutex> lock(mutex);
     if (e && !issuedError)
       issuedError = std::move(e);
+    if (--uncalled == 0)
+      calledBack.notify_all();
   };
   // Bytes across the host boundary inside the timed part.
   uint64_t hostBytes = 0;
@@ -408,9 +416,13 @@ void drtChain(benchmark::State &state, ChainRuns how) {
       error = transferToDeviceSync(device, a);
     for (int r = 0; r < runs && !error; ++r) {
       const char *network = r % 2 ? "ba" : "ab";
-      if (how == ChainRuns::Issued)
+      if (how == ChainRuns::Issued) {
+        {
+          std::lock_guard<std::mutex> lock(mutex);
+          ++uncalled;
+        }
         device.runFunction(network, context, note);
-      else
+      } else
         error = runFunctionSync(device, network, context);
     }
     Tensor &last = *context.bindings().get(runs % 2 ? "b" : "a");
@@ -419,9 +431,11 @@ void drtChain(benchmark::State &state, ChainRuns how) {
       error = transferFromDeviceSync(device, last);
     state.SetIterationTime(secondsSince(start));
     hostBytes += bytesMoved() - before;
-    if (!error) {
-      std::lock_guard<std::mutex> lock(mutex);
-      error = std::move(issuedError);
+    {
+      std::unique_lock<std::mutex> lock(mutex);
+      calledBack.wait(lock, [&] { return uncalled == 0; });
+      if (!error)
+        error = std::move(issuedError);
       issuedError = Error::success();
     }
     if (!error)

@@ -751,6 +751,17 @@ ModelStep Model::apply(const Command &c) {
     pendingRecords_.clear();
     pendingRunRecords_.clear();
   }
+  // A run issued without waiting holds busy, and resident where it stays,
+  // the records resident on its device before it: the ones a later run
+  // joins (an output it allocates is not there until it completes).
+  std::vector<int> residentBeforeRun;
+  if (c.noWait && c.kind == CommandKind::Run && networkDevice_.count(c.target))
+    for (const auto &[ph, name] : c.bindings)
+      if (const ModelTensor *t = tensor(name); t && !t->empty()) {
+        const ModelRecord &r = records_.at(t->record);
+        if (isResident(r) && r.device == networkDevice_.at(c.target))
+          residentBeforeRun.push_back(t->record);
+      }
   auto before = [&](const std::string &name) {
     const ModelRecord *r = recordOf(name);
     step.labels.push_back(
@@ -1048,10 +1059,10 @@ ModelStep Model::apply(const Command &c) {
     if (c.kind == CommandKind::Run && networkDevice_.count(c.target)) {
       step.labels.emplace_back("run-issued-without-waiting");
       for (const auto &[ph, name] : c.bindings)
-        if (const ModelTensor *t = tensor(name); t && !t->empty()) {
+        if (const ModelTensor *t = tensor(name); t && !t->empty())
           pendingRecords_.insert(t->record);
-          pendingRunRecords_.emplace(t->record, networkDevice_.at(c.target));
-        }
+      for (int record : residentBeforeRun)
+        pendingRunRecords_.emplace(record, networkDevice_.at(c.target));
     }
   }
   return step;

@@ -311,11 +311,8 @@ void selfMoveAssign(Tensor &target, Tensor &source) {
 /// runner of the process.
 class AccountingQuestion {
 public:
-  /// Asks \p device; true when it answered within \p patience. The
-  /// question stays asked after that: done() says when it is answered.
-  static std::shared_ptr<AccountingQuestion>
-  ask(const DeviceManager &device, std::chrono::milliseconds patience,
-      bool &answered) {
+  /// Asks \p device, without waiting for the answer.
+  static std::shared_ptr<AccountingQuestion> ask(const DeviceManager &device) {
     auto q = std::shared_ptr<AccountingQuestion>(new AccountingQuestion);
     q->device_ = &device;
     Service &s = service();
@@ -324,9 +321,12 @@ public:
       s.questions.push_back(q);
     }
     s.asked.notify_one();
-    std::unique_lock<std::mutex> lock(q->mutex_);
-    answered = q->answered_.wait_for(lock, patience, [&] { return q->done_; });
     return q;
+  }
+  /// True when the device answered within \p patience.
+  bool answeredWithin(std::chrono::milliseconds patience) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    return answered_.wait_for(lock, patience, [&] { return done_; });
   }
   /// Waits until the device answered (a device that held its lock across
   /// a callback answers once the callback returns).
@@ -508,7 +508,12 @@ public:
   ~Session() {
     // A device asked from a callback answers once the callback returned,
     // before it goes.
-    for (auto &q : questions_)
+    std::vector<std::shared_ptr<AccountingQuestion>> questions;
+    {
+      std::lock_guard<std::mutex> lock(questionsMutex_);
+      questions = questions_;
+    }
+    for (auto &q : questions)
       q->waitUntilAnswered();
     // Devices stop first: work a broken backend left pending completes (with
     // DeviceLost) before the tensors it would write into are freed.
@@ -603,19 +608,20 @@ public:
       return [this, p = probe, transferred, fetched, recordPending,
               expectedTensor, expectedRecord, &name, asked](Error e) {
         CallbackProbe *probe = p.get();
-        bool first = false;
+        // Asked and registered under the probe's lock, so that a step that
+        // closes the probe (and a session that ends after it) sees the
+        // question and waits for its answer before the device goes.
+        std::shared_ptr<AccountingQuestion> q;
         if (asked) {
           std::lock_guard<std::mutex> lock(p->mutex);
-          first = p->open && p->calls == 0;
-        }
-        if (first) {
-          bool answered = false;
-          auto q =
-              AccountingQuestion::ask(*asked, AccountingPatience, answered);
-          {
-            std::lock_guard<std::mutex> lock(questionsMutex_);
-            questions_.push_back(std::move(q));
+          if (p->open && p->calls == 0) {
+            q = AccountingQuestion::ask(*asked);
+            std::lock_guard<std::mutex> registered(questionsMutex_);
+            questions_.push_back(q);
           }
+        }
+        if (q) {
+          bool answered = q->answeredWithin(AccountingPatience);
           std::lock_guard<std::mutex> lock(p->mutex);
           p->unansweredAccounting = !answered;
         }

@@ -454,6 +454,16 @@ std::string validateScenario(const Scenario &scenario) {
   // would make its outcome a matter of timing.
   bool pending = false;
   Names mayBeLost;
+  // Devices with a memory budget: the input copies a run issued with '&'
+  // holds until it completes would make a later allocation's outcome a
+  // matter of timing too.
+  Names budgeted;
+  for (const DeviceSpec &d : scenario.devices)
+    if (d.budget)
+      budgeted.insert(d.name);
+  // The device each network was added to: the device of its runs.
+  std::unordered_map<std::string_view, std::string_view, NameHash>
+      networkDevice;
   // The branch each tensor is used by: a tensor object belongs to one
   // branch (branches share records through views of them).
   std::unordered_map<std::string_view, int, NameHash> branchOf;
@@ -518,10 +528,21 @@ std::string validateScenario(const Scenario &scenario) {
       return step() + "a transfer issued with '&' is still pending: a "
                       "command without '&' must come first (what a shutdown "
                       "or a fault does to pending work depends on timing)";
-    if (c.noWait && mayBeLost.count(c.device))
-      return step() + "'&' on device '" + c.device +
+    if (c.kind == CommandKind::AddNetwork)
+      networkDevice[c.target] = c.device;
+    std::string_view pendingDevice = c.device;
+    if (c.kind == CommandKind::Run)
+      if (auto it = networkDevice.find(c.target); it != networkDevice.end())
+        pendingDevice = it->second;
+    if (c.noWait && mayBeLost.count(pendingDevice))
+      return step() + "'&' on device '" + std::string(pendingDevice) +
              "', where a planned DeviceLost fault may shut the device down "
-             "while the transfer is pending";
+             "while the work is pending";
+    if (c.noWait && c.kind == CommandKind::Run && budgeted.count(pendingDevice))
+      return step() + "'&' on device '" + std::string(pendingDevice) +
+             "', which has a memory budget: the input copies a pending run "
+             "holds until it completes would make a later allocation's "
+             "outcome a matter of timing";
     if (c.kind == CommandKind::InjectFault &&
         c.fault.code == ErrorCode::DeviceLost)
       mayBeLost.insert(c.device);

@@ -50,10 +50,12 @@ std::vector<Command> simplerCommands(const Command &c, uint64_t smallPattern) {
     shrinkDims(true);
     if (c.elemKind != ElemKind::Float32)
       with([](Command &s) { s.elemKind = ElemKind::Float32; });
-    // Small exact values, not zeros, and not the same for every tensor:
-    // over equal contents a run computes the same bytes whichever buffers
-    // it reads, so such a shrink could keep a mixed-up buffer (a race, runs
-    // out of order) only through its rarer symptoms, or lose it.
+    // Small exact values, not all zeros, and not the same for every
+    // tensor (the n-th created gets fill n; the float patterns repeat
+    // every 17): over equal contents a run computes the same bytes
+    // whichever buffers it reads, so such a shrink could keep a mixed-up
+    // buffer (a race, runs out of order) only through its rarer symptoms,
+    // or lose it.
     if (c.pattern > smallPattern)
       with([smallPattern](Command &s) { s.pattern = smallPattern; });
     if (!c.device.empty())

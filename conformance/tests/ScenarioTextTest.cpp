@@ -106,6 +106,22 @@ TEST(ScenarioText, ErrorsNameLineColumnAndWhatWasExpected) {
             "3:8: expected end of line or '-> OUTCOME' ('&', issuing without "
             "waiting, follows to-device, from-device and run only), found "
             "'&'");
+  // Nor may a run issued with '&' hold input copies on a device with a
+  // budget, nor go to a device a DeviceLost may shut down.
+  EXPECT_NE(parseError("device d0 budget=4096\ncreate a f32 [4]\n"
+                       "create b f32 [4]\n"
+                       "add-network n d0 f32 [4] o=copy(x)\n"
+                       "run n x=a o=b &\n")
+                .find("step 4 (run): '&' on device 'd0', which has a "
+                      "memory budget"),
+            std::string::npos);
+  EXPECT_NE(parseError("device d0\ncreate a f32 [4]\ncreate b f32 [4]\n"
+                       "add-network n d0 f32 [4] o=copy(x)\n"
+                       "inject-fault d0 run nth=2 DeviceLost\n"
+                       "run n x=a o=b &\n")
+                .find("step 5 (run): '&' on device 'd0', where a planned "
+                      "DeviceLost fault may shut the device down"),
+            std::string::npos);
   EXPECT_NE(parseError("device d0\ncreate a f32 [4]\nto-device a d0 &\n"
                        "shutdown d0\n")
                 .find("step 3 (shutdown): a transfer issued with '&' is still "

@@ -60,7 +60,7 @@ struct Capabilities {
   /// the runs issued before it wrote, also while those are still in flight
   /// (one in-order queue, say). The framework then issues a run whose
   /// records are busy only with earlier runs on the same device, and
-  /// resident there, without waiting for them (docs/semantics.md, section 5).
+  /// resident there, without waiting for them (docs/semantics.md, section 7).
   bool inOrderRuns = false;
 
   /// "resident-tensors async fault-injection ...", for listings.

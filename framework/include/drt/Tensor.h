@@ -96,8 +96,9 @@ private:
   /// acquire() for a run on \p manager. With \p mayJoin, a record resident
   /// on \p manager and busy only with runs on it is joined at once: the
   /// device performs runs in the order they are issued, and a run leaves
-  /// such a record resident where it is whatever its outcome, so the run
-  /// sees what it would see after them.
+  /// such a record resident where it is whatever its outcome (unless the
+  /// device is lost, when the joining run fails as it would after them), so
+  /// the run stages what it would stage after them.
   void acquireForRun(std::unique_lock<std::mutex> &lock, DeviceManager *manager,
                      bool mayJoin) {
     if (mayJoin && holds_ && heldByRunsOf_ == manager && manager_ == manager &&
