@@ -718,14 +718,13 @@ ModelStep Model::apply(const Command &c) {
   // A run that meets records of runs pending on its own device, resident
   // there, joins them on a device that performs runs in order.
   if (!pendingRecords_.empty()) {
-    auto meets = [&](const std::string &name, const auto &records) {
+    auto meets = [&](const std::string &name) {
       const ModelTensor *t = tensor(name);
-      return t && !t->empty() && records.count(t->record);
+      return t && !t->empty() && pendingRecords_.count(t->record);
     };
-    bool busy =
-        meets(c.target, pendingRecords_) || meets(c.source, pendingRecords_);
+    bool busy = meets(c.target) || meets(c.source);
     for (const auto &[ph, name] : c.bindings)
-      busy = busy || meets(name, pendingRecords_);
+      busy = busy || meets(name);
     if (busy) {
       step.labels.emplace_back("meets-pending-transfer");
       step.labels.push_back(

@@ -340,10 +340,10 @@ private:
     std::mutex mutex;
     std::condition_variable asked;
     std::deque<std::shared_ptr<AccountingQuestion>> questions;
-    std::thread thread;
 
     Service() {
-      thread = std::thread([this] {
+      // It serves until the process ends.
+      std::thread([this] {
         for (;;) {
           std::shared_ptr<AccountingQuestion> q;
           {
@@ -363,9 +363,7 @@ private:
           }
           q->answered_.notify_all();
         }
-      });
-      // It serves until the process ends.
-      thread.detach();
+      }).detach();
     }
   };
   static Service &service() {
