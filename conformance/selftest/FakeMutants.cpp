@@ -416,6 +416,30 @@ private:
   mutable std::recursive_mutex mutex_;
 };
 
+/// A read-back completes while the device holds its own (non-recursive) lock,
+/// which free() takes too: on a synchronous device the completion runs on the
+/// calling thread, and the framework's release of the device copy from there
+/// blocks that thread for good.
+class ReadBackCompletesHoldingItsLock final : public FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+  ~ReadBackCompletesHoldingItsLock() override { shutdown(); }
+
+protected:
+  void copyFromDevice(DeviceLocation src, std::byte *dst, uint64_t bytes,
+                      CompletionCallback done) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    FakeDevice::copyFromDevice(src, dst, bytes, std::move(done));
+  }
+  Error free(DeviceLocation location) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return FakeDevice::free(location);
+  }
+
+private:
+  std::mutex mutex_;
+};
+
 /// The budget is reported but not enforced: allocations succeed up to the
 /// default budget whatever the configured one says.
 class IgnoresBudget final : public FakeDevice {
@@ -541,6 +565,10 @@ DRT_REGISTER_BACKEND(mutant<CallsBackUnderItsLock>(
     "calls-back-under-its-lock",
     "transfers and runs complete while the device holds the lock its "
     "accounting takes"));
+DRT_REGISTER_BACKEND(mutant<ReadBackCompletesHoldingItsLock>(
+    "read-back-completes-holding-its-lock",
+    "copyFromDevice() completes holding the lock free() takes: a read-back "
+    "that releases blocks its thread for good"));
 DRT_REGISTER_BACKEND(mutant<IgnoresBudget>(
     "ignores-budget", "allocations are not held to the memory budget"));
 DRT_REGISTER_BACKEND(mutant<IgnoresViewOffsets>(

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <optional>
 
@@ -566,6 +567,66 @@ std::string betweenDevicesParameter(const BackendInfo &info,
   return "";
 }
 
+/// Where a failing scenario of \p family found in \p result's
+/// configuration is written: the failures directory, the family, the
+/// backend, the configuration and the seed, then \p suffix.
+std::string scenarioFileName(const PropertyFamily &family,
+                             const PropertyOptions &options,
+                             const PropertyResult &result,
+                             const std::string &suffix) {
+  std::string dir =
+      options.failureDirectory.empty() ? "." : options.failureDirectory;
+  std::string configuration =
+      result.configuration == "default" ? "" : "-" + result.configuration;
+  std::string file = dir + "/" + family.name + "-" + options.backend +
+                     configuration + "-" + std::to_string(options.seed) +
+                     suffix + ".scn";
+  for (size_t i = dir.size() + 1; i < file.size(); ++i)
+    if (file[i] == ':' || file[i] == ' ')
+      file[i] = file[i] == ':' ? '_' : '-';
+  return file;
+}
+
+/// Reports a case of \p family that got stuck (StuckStep): the scenario up
+/// to the stuck step, as it ran (configured), goes to a file with its replay
+/// command, and the report to standard error. It cannot be shrunk: a step
+/// that never returns holds the thread that would run the candidates.
+void reportStuckCase(const StuckStep &stuck, const PropertyFamily &family,
+                     const PropertyOptions &options,
+                     const PropertyResult &result, const RunOptions &run,
+                     uint64_t caseSeed) {
+  std::string file = scenarioFileName(family, options, result, "-stuck");
+  std::string replay =
+      options.replayProgram + " " + file + " --backend " + options.backend +
+      (options.against.empty() ? "" : " --against " + options.against) +
+      (run.askDevicesFromCallbacks ? " --ask-devices-from-callbacks" : "");
+  std::string report = stuck.toString();
+  {
+    std::ofstream out(file);
+    out << "# a scenario of property '" << family.name << "' on backend '"
+        << options.backend << "' in configuration " << result.configuration
+        << ", seed " << options.seed << " (case seed " << caseSeed
+        << "), up to the step that never returned (not shrunk)\n# replay: "
+        << replay << "\n";
+    size_t pos = 0;
+    while (pos < report.size()) {
+      size_t nl = report.find('\n', pos);
+      out << "# " << report.substr(pos, nl - pos) << "\n";
+      pos = nl == std::string::npos ? report.size() : nl + 1;
+    }
+    out << printScenario(stuck.prefix());
+  }
+  std::string text = "\n" + family.name + " on " + options.backend + " [" +
+                     result.configuration + "]: STUCK (case seed " +
+                     std::to_string(caseSeed) + ")\n" + report +
+                     "  scenario: " + file +
+                     " (up to that step, not shrunk: a step that never "
+                     "returns holds the thread that would run smaller "
+                     "candidates)\nreplay: " +
+                     replay + "\n";
+  std::fputs(text.c_str(), stderr);
+}
+
 /// Runs \p row's cases until \p done() says the round is over or a case
 /// fails, adding what they reached to the row.
 template <typename Done>
@@ -582,10 +643,14 @@ void runCases(Row &row, const PropertyFamily &family,
   // and replayed with them.
   RunOptions caseRun = run;
   caseRun.checkWrittenExpectations = false;
+  uint64_t seed = 0;
+  caseRun.reportStuck = [&](const StuckStep &stuck) {
+    reportStuckCase(stuck, family, options, result, run, seed);
+  };
   for (; !row.failing && !done(); ++row.index) {
     if (int64_t(row.index % uint64_t(options.shardCount)) != options.shardIndex)
       continue;
-    uint64_t seed = caseSeed(result.seed, row.index);
+    seed = caseSeed(result.seed, row.index);
     RandomSource lengths(seed ^ 0x5bd1e995u);
     Scenario s = row.generator->generate(
         seed, size_t(lengths.between(minSteps, maxSteps)));
@@ -640,6 +705,10 @@ void finishFailure(Row &row, const PropertyFamily &family,
   auto configure = [&](const Scenario &s) {
     return configureScenario(s, options.backend, result.parameters);
   };
+  RunOptions candidateRun = run;
+  candidateRun.reportStuck = [&](const StuckStep &stuck) {
+    reportStuckCase(stuck, family, options, result, run, row.failingSeed);
+  };
   ShrinkResult shrunk = shrinkScenario(
       *row.failing,
       [&](const Scenario &s) {
@@ -653,7 +722,7 @@ void finishFailure(Row &row, const PropertyFamily &family,
         // outcome may hang on timing gets several runs.
         int runs = timingDependent(s) ? TimingShrinkRuns : 1;
         for (int i = 0; i < runs; ++i) {
-          RunResult r = runScenario(configure(s), run);
+          RunResult r = runScenario(configure(s), candidateRun);
           if (r.passed())
             continue;
           // A candidate the harness refuses is no smaller failure.
@@ -673,16 +742,7 @@ void finishFailure(Row &row, const PropertyFamily &family,
   result.reason = row.failure;
   result.minimalScenario = printScenario(minimal);
   result.minimalLength = minimal.commands.size();
-  std::string dir =
-      options.failureDirectory.empty() ? "." : options.failureDirectory;
-  std::string configuration =
-      result.configuration == "default" ? "" : "-" + result.configuration;
-  result.scenarioFile = dir + "/" + family.name + "-" + options.backend +
-                        configuration + "-" + std::to_string(options.seed) +
-                        ".scn";
-  for (size_t i = dir.size() + 1; i < result.scenarioFile.size(); ++i)
-    if (result.scenarioFile[i] == ':' || result.scenarioFile[i] == ' ')
-      result.scenarioFile[i] = result.scenarioFile[i] == ':' ? '_' : '-';
+  result.scenarioFile = scenarioFileName(family, options, result, "");
   result.replayCommand =
       options.replayProgram + " " + result.scenarioFile + " --backend " +
       options.backend +

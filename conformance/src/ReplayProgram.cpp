@@ -237,6 +237,12 @@ int run(int argc, char **argv, const ProgramSettings &settings) {
   options.askDevicesFromCallbacks = askDevices;
   if (trace)
     options.trace = [](const std::string &line) { std::cout << line << "\n"; };
+  // The scenario is the file's: the report names the step.
+  options.reportStuck = [&](const StuckStep &stuck) {
+    std::cout << std::flush;
+    std::cerr << file << ": STUCK on " << where << "\n"
+              << stuck.toString() << std::flush;
+  };
   RunResult result = runScenario(scenario, options);
   long runs = 1;
   // Runs that left something uncompared, and the first thing they did.

@@ -41,6 +41,30 @@ std::string Divergence::toString() const {
   return s;
 }
 
+std::string StuckStep::toString() const {
+  std::string s = "step " + std::to_string(step) + ": " + command + "\n";
+  if (!backend.empty())
+    s += "  backend:  " + backend + "\n";
+  s += "  what:     the scenario made no progress for " +
+       std::to_string(stuckMs / 1000) +
+       " s: a call into the backend never returned (a deadlock on the "
+       "thread that made it, or a wait or a loop that never ends), though "
+       "any wait for a completion ends when the devices are shut down\n";
+  s += "  then:     the thread running the scenario cannot be recovered; "
+       "the process ends here\n";
+  return s;
+}
+
+Scenario StuckStep::prefix() const {
+  Scenario out = *scenario;
+  size_t sequential = out.commands.size();
+  while (sequential > 0 && out.commands[sequential - 1].branch != 0)
+    --sequential;
+  if (step >= 1 && step <= sequential)
+    out.commands.resize(step);
+  return out;
+}
+
 namespace {
 
 struct Difference {
@@ -494,6 +518,105 @@ private:
   bool running_ = false;
 };
 
+/// Where a scenario is, for the report of one that stops making progress:
+/// written by the threads that run it before each step and each phase (a
+/// command pointer lives while its step runs), read by ProgressGuard.
+struct Progress {
+  std::atomic<uint64_t> count{0};
+  std::atomic<size_t> step{0};
+  std::atomic<const Command *> command{nullptr};
+  /// What runs when no command does ("setup", "teardown", ...).
+  std::atomic<const char *> phase{"setup"};
+  std::atomic<const std::string *> backend{nullptr};
+
+  /// Progress: at \p step, running \p c (or \p what when null) on
+  /// \p on (unknown when null).
+  void at(size_t stepNumber, const Command *c, const char *what,
+          const std::string *on) {
+    step.store(stepNumber, std::memory_order_relaxed);
+    command.store(c, std::memory_order_relaxed);
+    phase.store(what, std::memory_order_relaxed);
+    backend.store(on, std::memory_order_relaxed);
+    advance();
+  }
+  /// Progress within the same step.
+  void advance() { count.fetch_add(1, std::memory_order_release); }
+};
+
+/// Ends the process with a report (StuckStep) when a scenario's Progress
+/// stays unchanged for longer than any step of a backend that returns from
+/// its calls takes: the Watchdog ends waits for completions by shutting the
+/// devices down, but a call that never returns holds the thread running
+/// the scenario for good. One thread of its own serves every guard of the
+/// process (not the Watchdog's: a shutdown that hangs must not stop it).
+class ProgressGuard {
+public:
+  ProgressGuard(const Progress &progress, unsigned stuckMs,
+                std::function<void(unsigned)> onStuck)
+      : progress_(progress), stuckMs_(stuckMs), onStuck_(std::move(onStuck)) {
+    Service &s = service();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    seen_ = progress_.count.load(std::memory_order_acquire);
+    seenAt_ = std::chrono::steady_clock::now();
+    s.guards.push_back(this);
+  }
+  ~ProgressGuard() {
+    Service &s = service();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    std::erase(s.guards, this);
+  }
+  ProgressGuard(const ProgressGuard &) = delete;
+  ProgressGuard &operator=(const ProgressGuard &) = delete;
+
+private:
+  static constexpr unsigned PollMs = 100;
+
+  struct Service {
+    std::mutex mutex;
+    std::vector<ProgressGuard *> guards;
+
+    Service() {
+      std::thread([this] {
+        for (;;) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(PollMs));
+          std::unique_lock<std::mutex> lock(mutex);
+          auto now = std::chrono::steady_clock::now();
+          for (ProgressGuard *g : guards) {
+            uint64_t count = g->progress_.count.load(std::memory_order_acquire);
+            if (count != g->seen_) {
+              g->seen_ = count;
+              g->seenAt_ = now;
+              continue;
+            }
+            auto still = std::chrono::duration_cast<std::chrono::milliseconds>(
+                now - g->seenAt_);
+            if (still.count() < g->stuckMs_)
+              continue;
+            // It ends the process: the guard (and the scenario's thread,
+            // stuck inside it) outlive the report.
+            lock.unlock();
+            g->onStuck_(unsigned(still.count()));
+            std::fflush(nullptr);
+            std::_Exit(1);
+          }
+        }
+      }).detach();
+    }
+  };
+
+  static Service &service() {
+    static Service *s = new Service;
+    return *s;
+  }
+
+  const Progress &progress_;
+  const unsigned stuckMs_;
+  std::function<void(unsigned)> onStuck_;
+  /// The service's own, under its mutex.
+  uint64_t seen_ = 0;
+  std::chrono::steady_clock::time_point seenAt_;
+};
+
 /// One backend's devices and objects while a scenario runs on it.
 class Session {
 public:
@@ -522,6 +645,9 @@ public:
   }
 
   const std::string &backend() const { return backend_; }
+
+  /// Where the scenario's Progress goes from the parallel block's threads.
+  void setProgress(Progress *progress) { progress_ = progress; }
 
   /// True when any device may complete after a call returns (the devices of
   /// a scenario may differ: "device d1 async=1"). What a device declares is
@@ -727,6 +853,10 @@ public:
         p->record(std::move(e), [](const Error &) {});
       };
     };
+    if (progress_) {
+      progress_->command.store(&c, std::memory_order_relaxed);
+      progress_->advance();
+    }
     Error result;
     dog.arm(timeoutMs_ + WatchdogMarginMs);
     try {
@@ -1799,6 +1929,7 @@ private:
   std::vector<std::shared_ptr<AccountingQuestion>> questions_;
   /// Declared last: it stops (and joins) before the devices go.
   Watchdog watchdog_{[this] { shutDownDevices(); }};
+  Progress *progress_ = nullptr;
 };
 
 std::string traceLine(size_t step, const std::string &command,
@@ -2272,7 +2403,7 @@ std::optional<Difference> runParallelBlock(
 /// and \p transitions.
 void runInto(const Scenario &scenario, const RunOptions &options,
              RunResult &result, LabelCounts &labels,
-             TransitionCounts &transitions) {
+             TransitionCounts &transitions, Progress &progress) {
   if (std::string problem = validateScenario(scenario); !problem.empty()) {
     result.setupFailure = RunResult::SetupFailure::MalformedScenario;
     result.setupError = "malformed scenario: " + problem;
@@ -2286,6 +2417,18 @@ void runInto(const Scenario &scenario, const RunOptions &options,
     sessions.push_back(std::make_unique<Session>(
         options.against, scenario, options.callbackTimeoutMs,
         options.askDevicesFromCallbacks));
+  // Destroyed before the sessions: what runs after it is their shutdown.
+  struct ShutdownMark {
+    Progress &progress;
+    ~ShutdownMark() {
+      progress.at(progress.step.load(std::memory_order_relaxed), nullptr,
+                  "shutting the devices down after the scenario", nullptr);
+    }
+  } shutdownMark{progress};
+  for (auto &s : sessions) {
+    progress.at(0, nullptr, "setup", &s->backend());
+    s->setProgress(&progress);
+  }
   for (auto &s : sessions)
     if (std::string e = s->setup(); !e.empty()) {
       result.setupFailure = RunResult::SetupFailure::Device;
@@ -2355,6 +2498,7 @@ void runInto(const Scenario &scenario, const RunOptions &options,
     std::vector<Pending> waiting = std::move(pending[session]);
     pending[session].clear();
     for (Pending &p : waiting) {
+      progress.advance();
       Observation observed;
       session->awaitPending(p.probe, observed);
       if (std::optional<Difference> d = compareOutcome(p.predicted, observed)) {
@@ -2461,6 +2605,7 @@ void runInto(const Scenario &scenario, const RunOptions &options,
         }
       }
       for (Session *session : lane.sessions) {
+        progress.at(step, &c, nullptr, &session->backend());
         Observation observed;
         session->execute(c, m, observed, recordPending);
         if (first && written && session == lane.sessions.front() &&
@@ -2503,6 +2648,8 @@ void runInto(const Scenario &scenario, const RunOptions &options,
     // partner's lane reaches its own.
     LabelCounts partnerLabels;
     for (Lane &lane : lanes) {
+      progress.at(sequential + 1, nullptr, "the parallel block",
+                  &lane.sessions.front()->backend());
       std::optional<std::string> unknown;
       if (std::optional<Difference> d = runParallelBlock(
               scenario, sequential, *lane.sessions.front(), lane.model,
@@ -2549,12 +2696,16 @@ void runInto(const Scenario &scenario, const RunOptions &options,
   for (const Lane &lane : lanes) {
     if (!lane.modelKnown)
       continue;
-    for (Session *s : lane.sessions)
+    for (Session *s : lane.sessions) {
+      progress.at(step, nullptr,
+                  "final check (host contents of every readable tensor)",
+                  &s->backend());
       if (auto d = s->compareState(lane.model, {}, true, true)) {
         diverge(step, "final check (host contents of every readable tensor)",
                 s->backend(), *d);
         return;
       }
+    }
   }
 
   // Teardown: every tensor goes, memory returns to the baseline.
@@ -2576,8 +2727,12 @@ void runInto(const Scenario &scenario, const RunOptions &options,
         }
     for (const Command &c : lost)
       lane.model.apply(c);
-    for (Session *s : lane.sessions)
+    for (Session *s : lane.sessions) {
+      progress.at(step, nullptr,
+                  "teardown (destroy every tensor, free every location)",
+                  &s->backend());
       s->teardown(lane.model);
+    }
     lane.model.teardown();
     for (Session *s : lane.sessions) {
       std::optional<Difference> d = s->compareState(lane.model, {}, true, true);
@@ -2594,6 +2749,27 @@ void runInto(const Scenario &scenario, const RunOptions &options,
   }
 }
 
+/// Makes the report of a scenario stuck for \p ms at what \p progress
+/// says, for options.reportStuck or standard error.
+void reportStuck(const Scenario &scenario, const Progress &progress,
+                 const RunOptions &options, unsigned ms) {
+  StuckStep stuck;
+  stuck.scenario = &scenario;
+  stuck.step = progress.step.load(std::memory_order_relaxed);
+  const Command *c = progress.command.load(std::memory_order_relaxed);
+  stuck.command =
+      c ? printCommand(*c) : progress.phase.load(std::memory_order_relaxed);
+  if (const std::string *b = progress.backend.load(std::memory_order_relaxed))
+    stuck.backend = *b;
+  stuck.stuckMs = ms;
+  if (options.reportStuck)
+    return options.reportStuck(stuck);
+  std::string text = "drt: a scenario is stuck at " + stuck.toString() +
+                     "the scenario up to that step:\n" +
+                     printScenario(stuck.prefix());
+  std::fputs(text.c_str(), stderr);
+}
+
 } // namespace
 
 RunResult runScenario(const Scenario &scenario, const RunOptions &options) {
@@ -2603,7 +2779,15 @@ RunResult runScenario(const Scenario &scenario, const RunOptions &options) {
   {
     ScopedThrowingViolationHandler violations;
     HostGuardScope guards;
-    runInto(scenario, options, result, labels, transitions);
+    Progress progress;
+    uint64_t stuckMs = options.stuckAfterMs
+                           ? options.stuckAfterMs
+                           : 2 * uint64_t(options.callbackTimeoutMs) +
+                                 options.linearizabilityBudgetMs + 10000;
+    ProgressGuard guard(
+        progress, unsigned(std::min<uint64_t>(stuckMs, UINT32_MAX)),
+        [&](unsigned ms) { reportStuck(scenario, progress, options, ms); });
+    runInto(scenario, options, result, labels, transitions, progress);
   }
   for (const auto &[label, count] : labels)
     result.labels[label.text()] += count;

@@ -251,6 +251,31 @@ TEST(Runner, UnwrittenExpectationsLeaveEveryStepToTheModel) {
   EXPECT_EQ(r.labels["outcome-violation host-access-while-device"], 1);
 }
 
+TEST(Runner, AStuckStepIsReportedWithTheScenarioUpToIt) {
+  Scenario s = parse("device d0\ncreate a f32 [4]\nto-device a d0\n"
+                     "view b a [4]\n|1 read a\n|2 from-device b d0 keep\n");
+  StuckStep stuck;
+  stuck.scenario = &s;
+  stuck.step = 2;
+  stuck.command = "to-device a d0";
+  stuck.backend = "fake";
+  stuck.stuckMs = 31000;
+  Scenario prefix = stuck.prefix();
+  ASSERT_EQ(prefix.commands.size(), 2u);
+  EXPECT_EQ(printCommand(prefix.commands.back()), "to-device a d0");
+  EXPECT_EQ(prefix.devices, s.devices);
+  std::string report = stuck.toString();
+  EXPECT_EQ(report.rfind("step 2: to-device a d0\n", 0), 0u) << report;
+  EXPECT_NE(report.find("backend:  fake"), std::string::npos) << report;
+  EXPECT_NE(report.find("no progress for 31 s"), std::string::npos) << report;
+  // In the parallel block, or after the commands (read-back, teardown):
+  // every command, branches included.
+  for (size_t step : {4u, 5u, 9u}) {
+    stuck.step = step;
+    EXPECT_EQ(stuck.prefix().commands.size(), s.commands.size()) << step;
+  }
+}
+
 TEST(Runner, UnknownBackendIsASetupError) {
   RunResult r = run("device d0\ncreate a f32 [4]\n", "no-such-backend");
   EXPECT_FALSE(r.passed());

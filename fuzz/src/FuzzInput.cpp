@@ -11,6 +11,7 @@
 #include "drt/conformance/ScenarioText.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -384,6 +385,16 @@ InputCheck checkScenarioInput(std::span<const uint8_t> input,
   RunOptions options;
   options.backend = setup.backend;
   options.against = setup.against;
+  // A call that never returns holds this thread: the report, then abort(),
+  // so that libFuzzer keeps the input.
+  options.reportStuck = [](const StuckStep &stuck) {
+    std::string s = "drt-fuzz: an input is stuck at " + stuck.toString() +
+                    "scenario up to that step:\n" +
+                    printScenario(stuck.prefix());
+    std::fputs(s.c_str(), stderr);
+    std::fflush(stderr);
+    std::abort();
+  };
   RunResult result = runScenario(in.scenario, options);
   if (!result.setupError.empty() && in.form == DecodedInput::Form::Text) {
     check.rejected =

@@ -42,6 +42,30 @@ struct Divergence {
   std::string toString() const;
 };
 
+/// A scenario that stopped making progress: a call into a backend that never
+/// returns (a deadlock on the thread that made it, a wait or a loop that
+/// never ends). Shutting the devices down ends every wait for a completion,
+/// but not such a call, and the thread that runs the scenario cannot be
+/// recovered: the runner reports it and ends the process.
+struct StuckStep {
+  /// The scenario being run (it lives while the report is made).
+  const Scenario *scenario = nullptr;
+  /// 1-based step number the scenario was at (as in Divergence::step).
+  size_t step = 0;
+  /// What that step was doing ("ensure-outputs n0", "teardown", ...).
+  std::string command;
+  /// The backend whose call did not return, when known.
+  std::string backend;
+  /// How long no step made progress, in milliseconds.
+  unsigned stuckMs = 0;
+
+  /// A readable multi-line report.
+  std::string toString() const;
+  /// The scenario's commands up to and including the stuck step (all of
+  /// them when it was stuck in the parallel block or after the commands).
+  Scenario prefix() const;
+};
+
 /// How to run a scenario.
 struct RunOptions {
   /// The backend under test.
@@ -70,6 +94,17 @@ struct RunOptions {
   /// deadlocks (a divergence at the step). Off by default: the question
   /// costs a thread's round trip, a large share of a short case.
   bool askDevicesFromCallbacks = false;
+  /// How long a scenario may go without a step's progress before it is
+  /// reported stuck (StuckStep), in milliseconds; 0: twice the callback
+  /// timeout, plus the linearizability budget, plus 10 s: longer than any
+  /// step waits on a backend that returns from its calls.
+  unsigned stuckAfterMs = 0;
+  /// Called on the runner's own thread when the scenario is stuck; the
+  /// process then ends with status 1 (a handler may end it otherwise
+  /// first, as a fuzzer that keeps the input aborts). When unset, the
+  /// report and the scenario up to the stuck step go to standard error.
+  /// It must not wait for the stuck thread or the backend.
+  std::function<void(const StuckStep &)> reportStuck;
 };
 
 /// The outcome of running one scenario.
