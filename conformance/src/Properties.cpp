@@ -596,6 +596,8 @@ void reportStuckCase(const StuckStep &stuck, const PropertyFamily &family,
                      const PropertyResult &result, const RunOptions &run,
                      uint64_t caseSeed) {
   std::string file = scenarioFileName(family, options, result, "-stuck");
+  std::string dir =
+      options.failureDirectory.empty() ? "." : options.failureDirectory;
   std::string replay =
       options.replayProgram + " " + file + " --backend " + options.backend +
       (options.against.empty() ? "" : " --against " + options.against) +
@@ -616,14 +618,17 @@ void reportStuckCase(const StuckStep &stuck, const PropertyFamily &family,
     }
     out << printScenario(stuck.prefix());
   }
-  std::string text = "\n" + family.name + " on " + options.backend + " [" +
-                     result.configuration + "]: STUCK (case seed " +
-                     std::to_string(caseSeed) + ")\n" + report +
-                     "  scenario: " + file +
-                     " (up to that step, not shrunk: a step that never "
-                     "returns holds the thread that would run smaller "
-                     "candidates)\nreplay: " +
-                     replay + "\n";
+  std::string text =
+      "\n" + family.name + " on " + options.backend + " [" +
+      result.configuration + "]: STUCK (case seed " + std::to_string(caseSeed) +
+      ")\n" + report + "  scenario: " + file +
+      " (up to that step, not shrunk: a step that never "
+      "returns holds the thread that would run smaller "
+      "candidates)\nreplay: " +
+      replay + "\nshrink: drt-fuzz-to-scenario " + file + " --backend " +
+      options.backend +
+      (options.against.empty() ? "" : " --against " + options.against) +
+      " --out " + dir + " (each candidate in a process of its own)\n";
   std::fputs(text.c_str(), stderr);
 }
 

@@ -8,6 +8,9 @@
 #  MODE crash:      REPLAY is the converter itself (--run-scenario); the
 #                   scenario crashes BACKEND, passes on the fake device, and
 #                   was shrunk.
+#  MODE stuck:      REPLAY is the converter itself; a step of the scenario
+#                   never returns on BACKEND (the runner reports it stuck),
+#                   it passes on the fake device, and was shrunk.
 set -uo pipefail
 converter=$1 replay=$2 backend=$3 mode=$4 input=$5 work=$6
 rm -rf "$work" && mkdir -p "$work"
@@ -33,6 +36,16 @@ if [[ $mode == divergence ]]; then
   "$replay" "$scn" --backend "$backend" > /dev/null
   [[ $? -eq 1 ]] || fail "the scenario does not fail on $backend"
   "$replay" "$scn" --backend fake || fail "the scenario fails on fake"
+elif [[ $mode == stuck ]]; then
+  grep -q "^# stuck at step [0-9]*: " "$scn" || fail "no stuck step in the header"
+  "$replay" --run-scenario "$scn" --backend "$backend" --stuck-after-ms 2000 \
+    > /dev/null 2>&1
+  status=$?
+  [[ $status -eq 5 ]] || fail "the scenario does not get stuck on $backend (exit $status)"
+  "$replay" --run-scenario "$scn" --backend fake ||
+    fail "the scenario fails on fake"
+  commands=$(grep -cv -e '^#' -e '^device' -e '^$' "$scn")
+  (( commands <= 3 )) || fail "not shrunk: $commands commands"
 else
   grep -q "^# the backend crashed: killed by signal 6" "$scn" ||
     fail "no crash in the header"

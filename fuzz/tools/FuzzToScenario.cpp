@@ -57,6 +57,13 @@ namespace {
 constexpr int PassedStatus = 0;
 constexpr int DivergedStatus = 3;
 constexpr int NotRunStatus = 4;
+constexpr int StuckStatus = 5;
+
+/// How long a shrink candidate of a stuck scenario may go without progress
+/// before it counts as stuck too (RunOptions::stuckAfterMs): a step that
+/// never returns shows within it, where the first run waits the runner's
+/// default (about 31 s) to tell it from a slow step.
+constexpr unsigned CandidateStuckAfterMs = 2000;
 
 /// Most seconds one child run may take before it counts as a hang (the
 /// runner's own watchdog ends a blocked step after about 11 s).
@@ -90,10 +97,11 @@ std::string commented(const std::string &text) {
   return out;
 }
 
-/// --run-scenario FILE --backend B [--against A]: runs a scenario file and
-/// answers with the exit status alone.
+/// --run-scenario FILE --backend B [--against A] [--stuck-after-ms MS]:
+/// runs a scenario file and answers with the exit status alone (a step
+/// that never returns: StuckStatus, after the runner's report).
 int runScenarioFile(const std::string &file, const std::string &backend,
-                    const std::string &against) {
+                    const std::string &against, unsigned stuckAfterMs) {
   bool ok = false;
   std::string text = readFile(file, ok);
   ParseResult parsed = parseScenario(text);
@@ -102,6 +110,11 @@ int runScenarioFile(const std::string &file, const std::string &backend,
   RunOptions options;
   options.backend = backend;
   options.against = against;
+  options.stuckAfterMs = stuckAfterMs;
+  options.reportStuck = [](const StuckStep &stuck) {
+    std::cerr << "stuck at " << stuck.toString() << std::flush;
+    std::_Exit(StuckStatus);
+  };
   RunResult r = runScenario(std::get<Scenario>(parsed), options);
   if (!r.setupError.empty())
     return NotRunStatus;
@@ -110,21 +123,25 @@ int runScenarioFile(const std::string &file, const std::string &backend,
 
 /// How a child run of a scenario ended.
 struct ChildRun {
-  enum class Kind { Passed, Diverged, NotRun, Crashed, Hung } kind;
+  enum class Kind { Passed, Diverged, NotRun, Crashed, Hung, Stuck } kind;
   /// For a crash: the signal or exit status, and the sanitizer's summary
   /// line when there is one.
   std::string detail;
 };
 
 /// Runs \p file in a child process (this program, --run-scenario); its
-/// output goes to \p log.
+/// output goes to \p log; \p stuckAfterMs: its RunOptions::stuckAfterMs.
 ChildRun runInChild(const std::string &file, const FuzzSetup &setup,
-                    const std::string &log) {
+                    const std::string &log, unsigned stuckAfterMs = 0) {
   std::vector<std::string> args = {"/proc/self/exe", "--run-scenario", file,
                                    "--backend", setup.backend};
   if (!setup.against.empty()) {
     args.push_back("--against");
     args.push_back(setup.against);
+  }
+  if (stuckAfterMs) {
+    args.push_back("--stuck-after-ms");
+    args.push_back(std::to_string(stuckAfterMs));
   }
   std::vector<char *> argv;
   for (std::string &a : args)
@@ -160,6 +177,14 @@ ChildRun runInChild(const std::string &file, const FuzzSetup &setup,
     return {ChildRun::Kind::Diverged, ""};
   if (WIFEXITED(status) && WEXITSTATUS(status) == NotRunStatus)
     return {ChildRun::Kind::NotRun, "the scenario did not start"};
+  if (WIFEXITED(status) && WEXITSTATUS(status) == StuckStatus) {
+    bool ok = false;
+    std::string report = readFile(log, ok);
+    size_t at = report.find("stuck at ");
+    return {ChildRun::Kind::Stuck, at == std::string::npos
+                                       ? "a step never returned"
+                                       : report.substr(at)};
+  }
   std::string detail =
       WIFSIGNALED(status)
           ? "killed by signal " + std::to_string(WTERMSIG(status)) + " (" +
@@ -198,6 +223,7 @@ int main(int argc, char **argv) {
   bool shrink = true;
   double shrinkSeconds = 60;
   bool runOne = false;
+  unsigned stuckAfterMs = 0;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     bool hasValue = i + 1 < argc;
@@ -220,6 +246,8 @@ int main(int argc, char **argv) {
       shrinkSeconds = std::strtod(argv[++i], nullptr);
     } else if (arg == "--no-shrink") {
       shrink = false;
+    } else if (arg == "--stuck-after-ms" && hasValue) {
+      stuckAfterMs = unsigned(std::strtoul(argv[++i], nullptr, 10));
     } else if (arg == "--run-scenario" && hasValue) {
       runOne = true;
       input = argv[++i];
@@ -240,7 +268,7 @@ int main(int argc, char **argv) {
     setup.maxCommands =
         size_t(std::strtoull(maxCommands->c_str(), nullptr, 10));
   if (runOne)
-    return runScenarioFile(input, setup.backend, setup.against);
+    return runScenarioFile(input, setup.backend, setup.against, stuckAfterMs);
   if (std::string problem = setupProblem(setup); !problem.empty()) {
     std::cerr << "drt-fuzz-to-scenario: " << problem << "\n";
     return 2;
@@ -307,6 +335,7 @@ int main(int argc, char **argv) {
     return 3;
   }
   bool crashed = first.kind != ChildRun::Kind::Diverged;
+  bool stuck = first.kind == ChildRun::Kind::Stuck;
   Scenario minimal = in.scenario;
   std::string failure = first.detail;
   ShrinkResult shrunk;
@@ -342,7 +371,8 @@ int main(int argc, char **argv) {
       minimal = shrunk.scenario;
     }
   } else if (shrink) {
-    // A crash: every candidate runs in a child of its own.
+    // A crash: every candidate runs in a child of its own, and fails when
+    // it ends the way the scenario does (a stuck one within a short wait).
     std::string candidate = file + ".candidate";
     ShrinkOptions limits;
     limits.maxSeconds = shrinkSeconds;
@@ -351,9 +381,11 @@ int main(int argc, char **argv) {
         [&](const Scenario &s) { return wellFormedScenario(s, setup.backend); },
         [&](const Scenario &s) {
           writeText(candidate, printScenario(s));
-          ChildRun c = runInChild(candidate, setup, log);
-          if (c.kind != ChildRun::Kind::Crashed &&
-              c.kind != ChildRun::Kind::Hung)
+          ChildRun c = runInChild(candidate, setup, log,
+                                  stuck ? CandidateStuckAfterMs : 0);
+          if (stuck ? c.kind != ChildRun::Kind::Stuck
+                    : c.kind != ChildRun::Kind::Crashed &&
+                          c.kind != ChildRun::Kind::Hung)
             return false;
           failure = c.detail;
           return true;
@@ -369,15 +401,18 @@ int main(int argc, char **argv) {
   std::string header = "# regression from " + origin + ", shrunk from " +
                        std::to_string(in.scenario.commands.size()) + " to " +
                        std::to_string(minimal.commands.size()) + " commands\n" +
-                       (crashed ? "# the backend crashed: " + failure + "\n"
-                                : commented(failure)) +
+                       (stuck     ? commented(failure)
+                        : crashed ? "# the backend crashed: " + failure + "\n"
+                                  : commented(failure)) +
                        "# replay: " + replay + "\n";
   if (!writeText(file, header + printScenario(minimal))) {
     std::cerr << "drt-fuzz-to-scenario: cannot write " << file << "\n";
     return 2;
   }
-  std::cout << (crashed ? "crash: " : "divergence:\n")
-            << (crashed ? failure + "\n" : failure) << "scenario ("
+  std::cout << (stuck     ? "stuck: "
+                : crashed ? "crash: "
+                          : "divergence:\n")
+            << (crashed && !stuck ? failure + "\n" : failure) << "scenario ("
             << minimal.commands.size() << " commands, " << shrunk.attempts
             << " shrink candidates run): " << file << "\n"
             << "replay: " << replay << "\n";
