@@ -11,9 +11,10 @@
 # libdrt_framework.so), or "-" for a backend mutant. DRT_SELFTEST_SEED picks
 # the seed (default 1). The last line says what killed the mutant and when:
 #   mutant NAME killed by PROPERTY in MS ms; minimal scenario of N steps: FILE
-# A mutant whose call never returns is killed when the suite reports the
-# step stuck (the case up to it, not shrunk, and no bound on its length) and
-# the replay of that case gets stuck on the mutant and passes on REFERENCE.
+# A mutant whose call never returns, or that crashes, is killed when the
+# suite reports the step STUCK or CRASHED (the case up to it, not shrunk,
+# and no bound on its length) and the replay of that case ends the same way
+# on the mutant and passes on REFERENCE.
 set -u
 name=$1 backend=$2 reference=$3 framework=$4 work=$5 conformance=$6 replay=$7
 seed=${DRT_SELFTEST_SEED:-1}
@@ -68,21 +69,22 @@ property=$(grep -m1 -E '^\[ *[0-9]+/[0-9]+\] [a-z-]+ on .*: FAILED' "$log" |
   sed -E 's/^\[ *[0-9]+\/[0-9]+\] ([a-z-]+) on .*/\1/')
 steps=$(grep -m1 -oE 'minimal scenario \([0-9]+ steps' "$log" | grep -oE '[0-9]+')
 grep -m1 -A6 -E ': FAILED' "$log"
-# A step that never returned ends the run with the case up to that step,
-# not shrunk (the stuck thread cannot run smaller candidates).
-stuck=$(grep -m1 -E '^[a-z-]+ on .*: STUCK' "$log")
-if [[ -n $stuck ]]; then
-  property=${stuck%% *}
+# A step that never returned, or crashed, ends the run with the case up to
+# that step, not shrunk (smaller candidates need a process each).
+aborted=$(grep -m1 -oE '^[a-z-]+ on .*: (STUCK|CRASHED)' "$log")
+verdict=${aborted##*: }
+if [[ -n $aborted ]]; then
+  property=${aborted%% *}
   steps=$(grep -cvE '^(#|device |$)' "$file")
-  grep -m1 -A7 -E ': STUCK' "$log"
+  grep -m1 -A8 -E ': (STUCK|CRASHED)' "$log"
 fi
 if "${mutant_env[@]}" "$replay" "${replay_args[@]}" \
   > "$work/replay-mutant.log" 2>&1; then
   echo "mutant $name: ${line#replay: } passes on the mutant"
   exit 1
 fi
-if [[ -n $stuck ]] && ! grep -q ': STUCK on' "$work/replay-mutant.log"; then
-  echo "mutant $name: ${line#replay: } fails on the mutant without getting stuck"
+if [[ -n $aborted ]] && ! grep -q ": $verdict" "$work/replay-mutant.log"; then
+  echo "mutant $name: ${line#replay: } fails on the mutant, but not $verdict"
   cat "$work/replay-mutant.log"
   exit 1
 fi
@@ -91,8 +93,8 @@ if ! "$replay" "${reference_args[@]}" > "$work/replay-reference.log" 2>&1; then
   cat "$work/replay-reference.log"
   exit 1
 fi
-if [[ -n $stuck ]]; then
-  echo "mutant $name stuck in $property after ${elapsed_ms} ms; scenario of $steps steps (not shrunk): $file"
+if [[ -n $aborted ]]; then
+  echo "mutant $name $verdict in $property after ${elapsed_ms} ms; scenario of $steps steps (not shrunk): $file"
   exit 0
 fi
 if [[ -z $steps || $steps -gt 8 ]]; then

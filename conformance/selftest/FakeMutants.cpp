@@ -440,6 +440,26 @@ private:
   std::mutex mutex_;
 };
 
+/// A read-back of more than 64 KiB writes through a staging table it never
+/// made: the process dies of SIGSEGV inside the backend.
+class ReadBackCrashesPast64k final : public FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+  ~ReadBackCrashesPast64k() override { shutdown(); }
+
+protected:
+  void copyFromDevice(DeviceLocation src, std::byte *dst, uint64_t bytes,
+                      CompletionCallback done) override {
+    if (bytes > 64 * 1024)
+      staging_[bytes % 64] = std::byte{1};
+    FakeDevice::copyFromDevice(src, dst, bytes, std::move(done));
+  }
+
+private:
+  // Read anew at each use, so that the compiler cannot tell it is null.
+  std::byte *volatile staging_ = nullptr;
+};
+
 /// The budget is reported but not enforced: allocations succeed up to the
 /// default budget whatever the configured one says.
 class IgnoresBudget final : public FakeDevice {
@@ -569,6 +589,9 @@ DRT_REGISTER_BACKEND(mutant<ReadBackCompletesHoldingItsLock>(
     "read-back-completes-holding-its-lock",
     "copyFromDevice() completes holding the lock free() takes: a read-back "
     "that releases blocks its thread for good"));
+DRT_REGISTER_BACKEND(mutant<ReadBackCrashesPast64k>(
+    "read-back-crashes-past-64k",
+    "copyFromDevice() of more than 64 KiB writes through a null pointer"));
 DRT_REGISTER_BACKEND(mutant<IgnoresBudget>(
     "ignores-budget", "allocations are not held to the memory budget"));
 DRT_REGISTER_BACKEND(mutant<IgnoresViewOffsets>(

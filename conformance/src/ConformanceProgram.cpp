@@ -524,6 +524,7 @@ int run(int argc, char **argv, const ProgramSettings &settings) {
 int conformanceProgram(int argc, char **argv, ProgramSettings settings) {
   if (settings.name.empty())
     settings.name = "drt-conformance";
+  reportCrashesOfScenarios();
   return runReportingExceptions(settings.name,
                                 [&] { return run(argc, argv, settings); });
 }

@@ -587,47 +587,52 @@ std::string scenarioFileName(const PropertyFamily &family,
   return file;
 }
 
-/// Reports a case of \p family that got stuck (StuckStep): the scenario up
-/// to the stuck step, as it ran (configured), goes to a file with its replay
-/// command, and the report to standard error. It cannot be shrunk: a step
-/// that never returns holds the thread that would run the candidates.
-void reportStuckCase(const StuckStep &stuck, const PropertyFamily &family,
-                     const PropertyOptions &options,
-                     const PropertyResult &result, const RunOptions &run,
-                     uint64_t caseSeed) {
-  std::string file = scenarioFileName(family, options, result, "-stuck");
+/// Reports a case of \p family whose step the process cannot come back from
+/// (AbortedStep: stuck, or crashed): the scenario up to that step, as it ran
+/// (configured), goes to a file with its replay command and the command
+/// that shrinks it in child processes, and the report to standard error.
+/// It is not shrunk here: the process is ending.
+void reportAbortedCase(const AbortedStep &step, const PropertyFamily &family,
+                       const PropertyOptions &options,
+                       const PropertyResult &result, const RunOptions &run,
+                       uint64_t caseSeed) {
+  std::string file = scenarioFileName(family, options, result,
+                                      step.signal ? "-crashed" : "-stuck");
   std::string dir =
       options.failureDirectory.empty() ? "." : options.failureDirectory;
+  std::string against =
+      options.against.empty() ? "" : " --against " + options.against;
   std::string replay =
       options.replayProgram + " " + file + " --backend " + options.backend +
-      (options.against.empty() ? "" : " --against " + options.against) +
+      against +
       (run.askDevicesFromCallbacks ? " --ask-devices-from-callbacks" : "");
-  std::string report = stuck.toString();
+  std::string report = step.toString();
   {
     std::ofstream out(file);
     out << "# a scenario of property '" << family.name << "' on backend '"
         << options.backend << "' in configuration " << result.configuration
         << ", seed " << options.seed << " (case seed " << caseSeed
-        << "), up to the step that never returned (not shrunk)\n# replay: "
-        << replay << "\n";
+        << "), up to the step that "
+        << (step.signal ? "crashed" : "never returned")
+        << " (not shrunk)\n# replay: " << replay << "\n";
     size_t pos = 0;
     while (pos < report.size()) {
       size_t nl = report.find('\n', pos);
       out << "# " << report.substr(pos, nl - pos) << "\n";
       pos = nl == std::string::npos ? report.size() : nl + 1;
     }
-    out << printScenario(stuck.prefix());
+    out << printScenario(step.prefix());
   }
   std::string text =
       "\n" + family.name + " on " + options.backend + " [" +
-      result.configuration + "]: STUCK (case seed " + std::to_string(caseSeed) +
-      ")\n" + report + "  scenario: " + file +
-      " (up to that step, not shrunk: a step that never "
-      "returns holds the thread that would run smaller "
-      "candidates)\nreplay: " +
-      replay + "\nshrink: drt-fuzz-to-scenario " + file + " --backend " +
-      options.backend +
-      (options.against.empty() ? "" : " --against " + options.against) +
+      result.configuration + "]: " + step.verdict() + " (case seed " +
+      std::to_string(caseSeed) + ")\n" + report + "  scenario: " + file +
+      " (up to that step, not shrunk: smaller candidates need a process "
+      "each)\nreplay: " +
+      replay + "\nshrink: DRT_FUZZ_MAX_LIVE_BYTES=" +
+      std::to_string(makeInputSpace().maxLiveBytes) + " drt-fuzz-to-scenario " +
+      file + " --backend " + options.backend + against + " --max-commands " +
+      std::to_string(std::max<size_t>(step.prefix().commands.size(), 1)) +
       " --out " + dir + " (each candidate in a process of its own)\n";
   std::fputs(text.c_str(), stderr);
 }
@@ -649,8 +654,8 @@ void runCases(Row &row, const PropertyFamily &family,
   RunOptions caseRun = run;
   caseRun.checkWrittenExpectations = false;
   uint64_t seed = 0;
-  caseRun.reportStuck = [&](const StuckStep &stuck) {
-    reportStuckCase(stuck, family, options, result, run, seed);
+  caseRun.reportAborted = [&](const AbortedStep &stuck) {
+    reportAbortedCase(stuck, family, options, result, run, seed);
   };
   for (; !row.failing && !done(); ++row.index) {
     if (int64_t(row.index % uint64_t(options.shardCount)) != options.shardIndex)
@@ -711,8 +716,8 @@ void finishFailure(Row &row, const PropertyFamily &family,
     return configureScenario(s, options.backend, result.parameters);
   };
   RunOptions candidateRun = run;
-  candidateRun.reportStuck = [&](const StuckStep &stuck) {
-    reportStuckCase(stuck, family, options, result, run, row.failingSeed);
+  candidateRun.reportAborted = [&](const AbortedStep &stuck) {
+    reportAbortedCase(stuck, family, options, result, run, row.failingSeed);
   };
   ShrinkResult shrunk = shrinkScenario(
       *row.failing,

@@ -238,9 +238,9 @@ int run(int argc, char **argv, const ProgramSettings &settings) {
   if (trace)
     options.trace = [](const std::string &line) { std::cout << line << "\n"; };
   // The scenario is the file's: the report names the step.
-  options.reportStuck = [&](const StuckStep &stuck) {
+  options.reportAborted = [&](const AbortedStep &stuck) {
     std::cout << std::flush;
-    std::cerr << file << ": STUCK on " << where << "\n"
+    std::cerr << file << ": " << stuck.verdict() << " on " << where << "\n"
               << stuck.toString() << std::flush;
   };
   RunResult result = runScenario(scenario, options);
@@ -288,6 +288,7 @@ int run(int argc, char **argv, const ProgramSettings &settings) {
 int replayProgram(int argc, char **argv, ProgramSettings settings) {
   if (settings.name.empty())
     settings.name = "drt-replay";
+  reportCrashesOfScenarios();
   return runReportingExceptions(settings.name,
                                 [&] { return run(argc, argv, settings); });
 }

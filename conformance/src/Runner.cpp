@@ -13,9 +13,11 @@
 #include "VerifiedReading.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -27,6 +29,7 @@
 #include <string_view>
 #include <thread>
 #include <tuple>
+#include <unistd.h>
 #include <unordered_map>
 #include <utility>
 
@@ -41,10 +44,16 @@ std::string Divergence::toString() const {
   return s;
 }
 
-std::string StuckStep::toString() const {
+std::string AbortedStep::toString() const {
   std::string s = "step " + std::to_string(step) + ": " + command + "\n";
   if (!backend.empty())
     s += "  backend:  " + backend + "\n";
+  if (signal) {
+    s += "  what:     " + verdict() +
+         " during the step: a crash inside the backend (or the framework)\n";
+    s += "  then:     the signal ends the process\n";
+    return s;
+  }
   s += "  what:     the scenario made no progress for " +
        std::to_string(stuckMs / 1000) +
        " s: a call into the backend never returned (a deadlock on the "
@@ -55,7 +64,15 @@ std::string StuckStep::toString() const {
   return s;
 }
 
-Scenario StuckStep::prefix() const {
+std::string AbortedStep::verdict() const {
+  if (!signal)
+    return "STUCK";
+  const char *name = strsignal(signal);
+  return "CRASHED (signal " + std::to_string(signal) + ", " +
+         (name ? name : "unknown") + ")";
+}
+
+Scenario AbortedStep::prefix() const {
   Scenario out = *scenario;
   size_t sequential = out.commands.size();
   while (sequential > 0 && out.commands[sequential - 1].branch != 0)
@@ -543,7 +560,7 @@ struct Progress {
   void advance() { count.fetch_add(1, std::memory_order_release); }
 };
 
-/// Ends the process with a report (StuckStep) when a scenario's Progress
+/// Ends the process with a report (AbortedStep) when a scenario's Progress
 /// stays unchanged for longer than any step of a backend that returns from
 /// its calls takes: the Watchdog ends waits for completions by shutting the
 /// devices down, but a call that never returns holds the thread running
@@ -2749,11 +2766,12 @@ void runInto(const Scenario &scenario, const RunOptions &options,
   }
 }
 
-/// Makes the report of a scenario stuck for \p ms at what \p progress
-/// says, for options.reportStuck or standard error.
-void reportStuck(const Scenario &scenario, const Progress &progress,
-                 const RunOptions &options, unsigned ms) {
-  StuckStep stuck;
+/// Makes the report of a scenario stuck for \p ms (or struck by \p signal)
+/// at what \p progress says, for options.reportAborted or standard error.
+void reportAbortedStep(const Scenario &scenario, const Progress &progress,
+                       const RunOptions &options, unsigned ms, int signal) {
+  AbortedStep stuck;
+  stuck.signal = signal;
   stuck.scenario = &scenario;
   stuck.step = progress.step.load(std::memory_order_relaxed);
   const Command *c = progress.command.load(std::memory_order_relaxed);
@@ -2762,15 +2780,48 @@ void reportStuck(const Scenario &scenario, const Progress &progress,
   if (const std::string *b = progress.backend.load(std::memory_order_relaxed))
     stuck.backend = *b;
   stuck.stuckMs = ms;
-  if (options.reportStuck)
-    return options.reportStuck(stuck);
-  std::string text = "drt: a scenario is stuck at " + stuck.toString() +
-                     "the scenario up to that step:\n" +
+  if (options.reportAborted)
+    return options.reportAborted(stuck);
+  std::string text = "drt: a scenario " +
+                     std::string(signal ? "crashed" : "is stuck") + " at " +
+                     stuck.toString() + "the scenario up to that step:\n" +
                      printScenario(stuck.prefix());
   std::fputs(text.c_str(), stderr);
 }
 
+/// The scenario that runScenario runs in this process, for the report of a
+/// fatal signal (the innermost, when several run).
+struct RunningScenario {
+  const Scenario *scenario;
+  const Progress *progress;
+  const RunOptions *options;
+};
+std::atomic<const RunningScenario *> runningScenario{nullptr};
+
+constexpr std::array FatalSignals = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+
+void onFatalSignal(int signal) {
+  // The report allocates and prints: one that cannot finish (the signal
+  // struck inside the allocator, holding its lock) is ended by the alarm.
+  std::signal(SIGALRM, SIG_DFL);
+  alarm(10);
+  if (const RunningScenario *r = runningScenario.exchange(nullptr))
+    reportAbortedStep(*r->scenario, *r->progress, *r->options, 0, signal);
+  std::fflush(nullptr);
+  std::signal(signal, SIG_DFL);
+  std::raise(signal);
+}
+
 } // namespace
+
+void reportCrashesOfScenarios() {
+  struct sigaction action = {};
+  action.sa_handler = onFatalSignal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESETHAND | SA_NODEFER;
+  for (int signal : FatalSignals)
+    sigaction(signal, &action, nullptr);
+}
 
 RunResult runScenario(const Scenario &scenario, const RunOptions &options) {
   RunResult result;
@@ -2784,9 +2835,16 @@ RunResult runScenario(const Scenario &scenario, const RunOptions &options) {
                            ? options.stuckAfterMs
                            : 2 * uint64_t(options.callbackTimeoutMs) +
                                  options.linearizabilityBudgetMs + 10000;
-    ProgressGuard guard(
-        progress, unsigned(std::min<uint64_t>(stuckMs, UINT32_MAX)),
-        [&](unsigned ms) { reportStuck(scenario, progress, options, ms); });
+    ProgressGuard guard(progress,
+                        unsigned(std::min<uint64_t>(stuckMs, UINT32_MAX)),
+                        [&](unsigned ms) {
+                          reportAbortedStep(scenario, progress, options, ms, 0);
+                        });
+    RunningScenario running{&scenario, &progress, &options};
+    struct Current {
+      const RunningScenario *outer;
+      ~Current() { runningScenario.store(outer); }
+    } current{runningScenario.exchange(&running)};
     runInto(scenario, options, result, labels, transitions, progress);
   }
   for (const auto &[label, count] : labels)

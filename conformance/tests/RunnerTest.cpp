@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstring>
 #include <optional>
 #include <utility>
@@ -251,10 +252,10 @@ TEST(Runner, UnwrittenExpectationsLeaveEveryStepToTheModel) {
   EXPECT_EQ(r.labels["outcome-violation host-access-while-device"], 1);
 }
 
-TEST(Runner, AStuckStepIsReportedWithTheScenarioUpToIt) {
+TEST(Runner, AnAbortedStepIsReportedWithTheScenarioUpToIt) {
   Scenario s = parse("device d0\ncreate a f32 [4]\nto-device a d0\n"
                      "view b a [4]\n|1 read a\n|2 from-device b d0 keep\n");
-  StuckStep stuck;
+  AbortedStep stuck;
   stuck.scenario = &s;
   stuck.step = 2;
   stuck.command = "to-device a d0";
@@ -268,6 +269,16 @@ TEST(Runner, AStuckStepIsReportedWithTheScenarioUpToIt) {
   EXPECT_EQ(report.rfind("step 2: to-device a d0\n", 0), 0u) << report;
   EXPECT_NE(report.find("backend:  fake"), std::string::npos) << report;
   EXPECT_NE(report.find("no progress for 31 s"), std::string::npos) << report;
+  EXPECT_EQ(stuck.verdict(), "STUCK");
+  // A fatal signal at the same step: named with its number and meaning.
+  stuck.signal = SIGSEGV;
+  EXPECT_EQ(stuck.verdict().rfind("CRASHED (signal 11, ", 0), 0u)
+      << stuck.verdict();
+  report = stuck.toString();
+  EXPECT_NE(report.find(stuck.verdict() + " during the step"),
+            std::string::npos)
+      << report;
+  EXPECT_EQ(stuck.prefix().commands.size(), 2u);
   // In the parallel block, or after the commands (read-back, teardown):
   // every command, branches included.
   for (size_t step : {4u, 5u, 9u}) {

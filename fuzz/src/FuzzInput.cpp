@@ -387,7 +387,7 @@ InputCheck checkScenarioInput(std::span<const uint8_t> input,
   options.against = setup.against;
   // A call that never returns holds this thread: the report, then abort(),
   // so that libFuzzer keeps the input.
-  options.reportStuck = [](const StuckStep &stuck) {
+  options.reportAborted = [](const AbortedStep &stuck) {
     std::string s = "drt-fuzz: an input is stuck at " + stuck.toString() +
                     "scenario up to that step:\n" +
                     printScenario(stuck.prefix());

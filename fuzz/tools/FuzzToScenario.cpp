@@ -111,9 +111,10 @@ int runScenarioFile(const std::string &file, const std::string &backend,
   options.backend = backend;
   options.against = against;
   options.stuckAfterMs = stuckAfterMs;
-  options.reportStuck = [](const StuckStep &stuck) {
+  options.reportAborted = [](const AbortedStep &stuck) {
     std::cerr << "stuck at " << stuck.toString() << std::flush;
-    std::_Exit(StuckStatus);
+    if (!stuck.signal)
+      std::_Exit(StuckStatus);
   };
   RunResult r = runScenario(std::get<Scenario>(parsed), options);
   if (!r.setupError.empty())

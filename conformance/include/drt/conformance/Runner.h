@@ -42,25 +42,31 @@ struct Divergence {
   std::string toString() const;
 };
 
-/// A scenario that stopped making progress: a call into a backend that never
-/// returns (a deadlock on the thread that made it, a wait or a loop that
-/// never ends). Shutting the devices down ends every wait for a completion,
-/// but not such a call, and the thread that runs the scenario cannot be
-/// recovered: the runner reports it and ends the process.
-struct StuckStep {
+/// A step the process cannot come back from. Either the scenario stopped
+/// making progress: a call into a backend that never returns (a deadlock on
+/// the thread that made it, a wait or a loop that never ends), which no
+/// shutdown of the devices ends, holding the thread that runs the scenario
+/// for good; or a fatal signal struck (a crash inside the backend), where
+/// reportCrashesOfScenarios() is in force. The runner reports it, and the
+/// process ends.
+struct AbortedStep {
   /// The scenario being run (it lives while the report is made).
   const Scenario *scenario = nullptr;
   /// 1-based step number the scenario was at (as in Divergence::step).
   size_t step = 0;
   /// What that step was doing ("ensure-outputs n0", "teardown", ...).
   std::string command;
-  /// The backend whose call did not return, when known.
+  /// The backend the step was running on, when known.
   std::string backend;
-  /// How long no step made progress, in milliseconds.
+  /// How long no step made progress, in milliseconds (when stuck).
   unsigned stuckMs = 0;
+  /// The fatal signal that struck during the step; 0: it got stuck.
+  int signal = 0;
 
   /// A readable multi-line report.
   std::string toString() const;
+  /// "STUCK" or "CRASHED (signal 11, Segmentation fault)".
+  std::string verdict() const;
   /// The scenario's commands up to and including the stuck step (all of
   /// them when it was stuck in the parallel block or after the commands).
   Scenario prefix() const;
@@ -95,16 +101,18 @@ struct RunOptions {
   /// costs a thread's round trip, a large share of a short case.
   bool askDevicesFromCallbacks = false;
   /// How long a scenario may go without a step's progress before it is
-  /// reported stuck (StuckStep), in milliseconds; 0: twice the callback
+  /// reported stuck (AbortedStep), in milliseconds; 0: twice the callback
   /// timeout, plus the linearizability budget, plus 10 s: longer than any
   /// step waits on a backend that returns from its calls.
   unsigned stuckAfterMs = 0;
-  /// Called on the runner's own thread when the scenario is stuck; the
-  /// process then ends with status 1 (a handler may end it otherwise
-  /// first, as a fuzzer that keeps the input aborts). When unset, the
-  /// report and the scenario up to the stuck step go to standard error.
-  /// It must not wait for the stuck thread or the backend.
-  std::function<void(const StuckStep &)> reportStuck;
+  /// Called when a step cannot come back (AbortedStep): on the runner's own
+  /// thread when the scenario is stuck, after which the process ends with
+  /// status 1 (a handler may end it otherwise first, as a fuzzer that
+  /// keeps the input aborts); in the signal handler of a crash, after
+  /// which the signal ends the process as it would have. When unset, the
+  /// report and the scenario up to the step go to standard error. It must
+  /// not wait for the stuck thread or the backend.
+  std::function<void(const AbortedStep &)> reportAborted;
 };
 
 /// The outcome of running one scenario.
@@ -144,6 +152,16 @@ struct RunResult {
 
   bool passed() const { return setupError.empty() && !divergence; }
 };
+
+/// Installs handlers of the fatal signals (SIGSEGV, SIGBUS, SIGILL, SIGFPE,
+/// SIGABRT) that, when one strikes while runScenario runs in this process,
+/// report the step it struck at (an AbortedStep with the signal) through
+/// the running scenario's RunOptions::reportAborted, then let the signal end
+/// the process as it would have. A report that cannot finish (a crash
+/// inside the allocator) is ended after 10 s. For programs that run
+/// scenarios (drt-conformance, drt-replay); a fuzz target leaves crashes to
+/// libFuzzer and the sanitizers, which keep the input.
+void reportCrashesOfScenarios();
 
 /// Runs \p scenario. The expectations the scenario carries are checked
 /// against the model first (a disagreement is a divergence of the scenario
