@@ -436,6 +436,9 @@ int run(int argc, char **argv, const ProgramSettings &settings) {
       options.parameters = BackendRegistry::parametersFor(b, parameters);
       options.failFast = failFast;
       options.replayProgram = settings.replayProgram + pluginOptions(*plugins);
+      if (!settings.shrinkProgram.empty())
+        options.shrinkProgram =
+            settings.shrinkProgram + pluginOptions(*plugins);
       std::vector<PropertyResult> rows =
           runPropertyInConfigurations(*f, options, configurations.at(b));
       ++done;

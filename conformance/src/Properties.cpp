@@ -629,11 +629,14 @@ void reportAbortedCase(const AbortedStep &step, const PropertyFamily &family,
       std::to_string(caseSeed) + ")\n" + report + "  scenario: " + file +
       " (up to that step, not shrunk: smaller candidates need a process "
       "each)\nreplay: " +
-      replay + "\nshrink: DRT_FUZZ_MAX_LIVE_BYTES=" +
-      std::to_string(makeInputSpace().maxLiveBytes) + " drt-fuzz-to-scenario " +
-      file + " --backend " + options.backend + against + " --max-commands " +
-      std::to_string(std::max<size_t>(step.prefix().commands.size(), 1)) +
-      " --out " + dir + " (each candidate in a process of its own)\n";
+      replay + "\n";
+  if (!options.shrinkProgram.empty())
+    text += "shrink: DRT_FUZZ_MAX_LIVE_BYTES=" +
+            std::to_string(makeInputSpace().maxLiveBytes) + " " +
+            options.shrinkProgram + " " + file + " --backend " +
+            options.backend + against + " --max-commands " +
+            std::to_string(std::max<size_t>(step.prefix().commands.size(), 1)) +
+            " --out " + dir + " (each candidate in a process of its own)\n";
   std::fputs(text.c_str(), stderr);
 }
 

@@ -609,9 +609,9 @@ private:
                 now - g->seenAt_);
             if (still.count() < g->stuckMs_)
               continue;
-            // It ends the process: the guard (and the scenario's thread,
-            // stuck inside it) outlive the report.
-            lock.unlock();
+            // It ends the process. The lock stays held, so that a guard
+            // whose scenario returns meanwhile (a step slower than the
+            // threshold, not stuck) is not destroyed under the report.
             g->onStuck_(unsigned(still.count()));
             std::fflush(nullptr);
             std::_Exit(1);

@@ -1,11 +1,13 @@
 //===- ConformanceMain.cpp - drt-conformance ------------------------------===//
 //
 // The main() of drt-conformance and of drt::conformance_main: the program with
-// the default settings, on every backend linked in or loaded as a plugin.
+// the default settings, on every backend linked in or loaded as a plugin; a
+// case whose step gets stuck or crashes is shrunk by drt-fuzz-to-scenario.
 //
 //===----------------------------------------------------------------------===//
 #include "drt/conformance/Programs.h"
 
 int main(int argc, char **argv) {
-  return drt::conformance::conformanceProgram(argc, argv);
+  return drt::conformance::conformanceProgram(
+      argc, argv, {"", "drt-replay", "drt-fuzz-to-scenario"});
 }

@@ -3,7 +3,7 @@
 // drt-fuzz-to-scenario INPUT [--target residency|differential]
 //                      [--backend NAME] [--against NAME] [--max-commands N]
 //                      [--out DIR] [--name NAME] [--shrink-seconds S]
-//                      [--no-shrink]
+//                      [--no-shrink] [--plugin LIBRARY]...
 //
 // Turns a fuzzer input that fails (a divergence, or a crash inside the
 // backend) into a readable regression: it decodes the input as the target
@@ -26,6 +26,7 @@
 // to no scenario.
 //
 //===----------------------------------------------------------------------===//
+#include "drt/conformance/Plugins.h"
 #include "drt/conformance/Runner.h"
 #include "drt/conformance/ScenarioText.h"
 #include "drt/conformance/Shrink.h"
@@ -73,7 +74,8 @@ int usage() {
   std::cerr
       << "usage: drt-fuzz-to-scenario INPUT [--target residency|differential]"
          " [--backend NAME] [--against NAME] [--max-commands N] [--out DIR]"
-         " [--name NAME] [--shrink-seconds S] [--no-shrink]\n";
+         " [--name NAME] [--shrink-seconds S] [--no-shrink]"
+         " [--plugin LIBRARY]...\n";
   return 2;
 }
 
@@ -133,9 +135,14 @@ struct ChildRun {
 /// Runs \p file in a child process (this program, --run-scenario); its
 /// output goes to \p log; \p stuckAfterMs: its RunOptions::stuckAfterMs.
 ChildRun runInChild(const std::string &file, const FuzzSetup &setup,
+                    const std::vector<std::string> &plugins,
                     const std::string &log, unsigned stuckAfterMs = 0) {
   std::vector<std::string> args = {"/proc/self/exe", "--run-scenario", file,
                                    "--backend", setup.backend};
+  for (const std::string &plugin : plugins) {
+    args.push_back("--plugin");
+    args.push_back(plugin);
+  }
   if (!setup.against.empty()) {
     args.push_back("--against");
     args.push_back(setup.against);
@@ -225,6 +232,8 @@ int main(int argc, char **argv) {
   double shrinkSeconds = 60;
   bool runOne = false;
   unsigned stuckAfterMs = 0;
+  // The plugins given here; DRT_PLUGINS reaches a child by its environment.
+  std::vector<std::string> plugins;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     bool hasValue = i + 1 < argc;
@@ -247,6 +256,8 @@ int main(int argc, char **argv) {
       shrinkSeconds = std::strtod(argv[++i], nullptr);
     } else if (arg == "--no-shrink") {
       shrink = false;
+    } else if (arg == "--plugin" && hasValue) {
+      plugins.push_back(argv[++i]);
     } else if (arg == "--stuck-after-ms" && hasValue) {
       stuckAfterMs = unsigned(std::strtoul(argv[++i], nullptr, 10));
     } else if (arg == "--run-scenario" && hasValue) {
@@ -260,6 +271,14 @@ int main(int argc, char **argv) {
   }
   if (input.empty())
     return usage();
+  std::vector<std::string> pluginPaths = pluginsFromEnvironment();
+  pluginPaths.insert(pluginPaths.end(), plugins.begin(), plugins.end());
+  auto loaded = loadBackendPlugins(pluginPaths);
+  if (!loaded) {
+    std::cerr << "drt-fuzz-to-scenario: " << loaded.takeError().message()
+              << "\n";
+    return 2;
+  }
   FuzzSetup setup = setupFromEnvironment(target);
   if (backend)
     setup.backend = *backend;
@@ -322,7 +341,7 @@ int main(int argc, char **argv) {
 
   // How does it fail? Found out in a child, before any backend starts here.
   std::string log = file + ".log";
-  ChildRun first = runInChild(file, setup, log);
+  ChildRun first = runInChild(file, setup, plugins, log);
   if (first.kind == ChildRun::Kind::Passed ||
       first.kind == ChildRun::Kind::NotRun) {
     std::cerr << "drt-fuzz-to-scenario: the scenario "
@@ -382,7 +401,7 @@ int main(int argc, char **argv) {
         [&](const Scenario &s) { return wellFormedScenario(s, setup.backend); },
         [&](const Scenario &s) {
           writeText(candidate, printScenario(s));
-          ChildRun c = runInChild(candidate, setup, log,
+          ChildRun c = runInChild(candidate, setup, plugins, log,
                                   stuck ? CandidateStuckAfterMs : 0);
           if (stuck ? c.kind != ChildRun::Kind::Stuck
                     : c.kind != ChildRun::Kind::Crashed &&
@@ -397,8 +416,8 @@ int main(int argc, char **argv) {
   }
   fs::remove(log);
 
-  std::string replay =
-      "drt-replay " + file + " --backend " + setup.backend + againstOption;
+  std::string replay = "drt-replay" + pluginOptions(*loaded) + " " + file +
+                       " --backend " + setup.backend + againstOption;
   std::string header = "# regression from " + origin + ", shrunk from " +
                        std::to_string(in.scenario.commands.size()) + " to " +
                        std::to_string(minimal.commands.size()) + " commands\n" +

@@ -104,6 +104,9 @@ struct PropertyOptions {
   /// options it needs before the file (" --plugin LIBRARY" for a backend
   /// loaded as a plugin), so that the printed command works as it is.
   std::string replayProgram = "drt-replay";
+  /// The same for the command that shrinks a case whose step got stuck or
+  /// crashed in child processes (drt-fuzz-to-scenario); empty: none.
+  std::string shrinkProgram;
 };
 
 /// The outcome of one family on one backend in one configuration.
