@@ -18,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -460,6 +461,22 @@ private:
   std::byte *volatile staging_ = nullptr;
 };
 
+/// A read-back of more than 64 KiB throws (an index past a table, as
+/// std::vector::at reports it) instead of reporting an Error.
+class ReadBackThrowsPast64k final : public FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+  ~ReadBackThrowsPast64k() override { shutdown(); }
+
+protected:
+  void copyFromDevice(DeviceLocation src, std::byte *dst, uint64_t bytes,
+                      CompletionCallback done) override {
+    if (bytes > 64 * 1024)
+      throw std::out_of_range("staging table index " + std::to_string(bytes));
+    FakeDevice::copyFromDevice(src, dst, bytes, std::move(done));
+  }
+};
+
 /// The budget is reported but not enforced: allocations succeed up to the
 /// default budget whatever the configured one says.
 class IgnoresBudget final : public FakeDevice {
@@ -592,6 +609,9 @@ DRT_REGISTER_BACKEND(mutant<ReadBackCompletesHoldingItsLock>(
 DRT_REGISTER_BACKEND(mutant<ReadBackCrashesPast64k>(
     "read-back-crashes-past-64k",
     "copyFromDevice() of more than 64 KiB writes through a null pointer"));
+DRT_REGISTER_BACKEND(mutant<ReadBackThrowsPast64k>(
+    "read-back-throws-past-64k",
+    "copyFromDevice() of more than 64 KiB throws std::out_of_range"));
 DRT_REGISTER_BACKEND(mutant<IgnoresBudget>(
     "ignores-budget", "allocations are not held to the memory budget"));
 DRT_REGISTER_BACKEND(mutant<IgnoresViewOffsets>(

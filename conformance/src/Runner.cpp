@@ -20,7 +20,9 @@
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <cxxabi.h>
 #include <deque>
 #include <latch>
 #include <memory>
@@ -29,6 +31,7 @@
 #include <string_view>
 #include <thread>
 #include <tuple>
+#include <typeinfo>
 #include <unistd.h>
 #include <unordered_map>
 #include <utility>
@@ -276,6 +279,25 @@ struct Observation {
   /// label ("create-pinned" or "create-pinned-fell-back-to-pageable").
   const char *storageLabel = nullptr;
 };
+
+/// The type and message of the exception being handled ("std::out_of_range:
+/// index 9"), for a report of one that escaped a backend.
+std::string describeCurrentException() {
+  try {
+    throw;
+  } catch (const std::exception &e) {
+    int status = 0;
+    char *name =
+        abi::__cxa_demangle(typeid(e).name(), nullptr, nullptr, &status);
+    std::string what =
+        std::string(status == 0 && name ? name : typeid(e).name()) + ": " +
+        e.what();
+    std::free(name);
+    return what;
+  } catch (...) {
+    return "an exception of a type that is no std::exception";
+  }
+}
 
 /// The outcome and callbacks of a step against what the model predicts.
 std::optional<Difference> compareOutcome(const ModelStep &expected,
@@ -795,6 +817,10 @@ public:
     } catch (const ContractViolationError &v) {
       obs.outcome = Outcome::violationOf(v.kind());
       obs.message = v.what();
+    } catch (...) {
+      // What escaped the backend ends the scenario (runInto).
+      watchdog_.disarm();
+      throw;
     }
     obs.blocked = watchdog_.disarm();
     obs.problem = std::exchange(storageProblem_, std::nullopt);
@@ -881,6 +907,15 @@ public:
     } catch (const ContractViolationError &v) {
       obs.outcome = Outcome::violationOf(v.kind());
       obs.message = v.what();
+    } catch (...) {
+      // On a branch's thread: reported with the block.
+      dog.disarm();
+      obs.problem = Difference{
+          "the calls of '" + printCommand(c) + "' into the backend",
+          "returns (a backend reports a failure as an Error; a hook never "
+          "throws)",
+          "an exception escaped: " + describeCurrentException()};
+      return;
     }
     obs.blocked = dog.disarm();
     if (obs.outcome.kind == Outcome::Kind::Violation)
@@ -2259,6 +2294,8 @@ std::optional<Difference> runParallelBlock(
   };
   for (const auto &branch : history)
     for (const BranchEvent &e : branch) {
+      if (e.observed.problem)
+        return e.observed.problem;
       if (e.observed.blocked)
         return blocked(*e.command);
       if (e.observed.callbacks > 1)
@@ -2418,6 +2455,28 @@ std::optional<Difference> runParallelBlock(
 
 /// Runs \p scenario as runScenario describes, into \p result, \p labels
 /// and \p transitions.
+/// The divergence of an exception that escaped a call into a backend while
+/// \p scenario was where \p progress says (the current exception).
+Divergence escapedDivergence(const Scenario &scenario,
+                             const Progress &progress) {
+  Divergence d;
+  d.step = progress.step.load(std::memory_order_relaxed);
+  const char *phase = progress.phase.load(std::memory_order_relaxed);
+  if (phase)
+    d.command = phase;
+  else if (d.step >= 1 && d.step <= scenario.commands.size())
+    d.command = printCommand(scenario.commands[d.step - 1]);
+  else
+    d.command = "final read-back of the records left on a device";
+  if (const std::string *b = progress.backend.load(std::memory_order_relaxed))
+    d.backend = *b;
+  d.what = "the calls the step made into the backend";
+  d.expected = "returns (a backend reports a failure as an Error; a hook "
+               "never throws)";
+  d.observed = "an exception escaped: " + describeCurrentException();
+  return d;
+}
+
 void runInto(const Scenario &scenario, const RunOptions &options,
              RunResult &result, LabelCounts &labels,
              TransitionCounts &transitions, Progress &progress) {
@@ -2446,323 +2505,332 @@ void runInto(const Scenario &scenario, const RunOptions &options,
     progress.at(0, nullptr, "setup", &s->backend());
     s->setProgress(&progress);
   }
-  for (auto &s : sessions)
-    if (std::string e = s->setup(); !e.empty()) {
-      result.setupFailure = RunResult::SetupFailure::Device;
-      result.setupError = e;
-      return;
-    }
-  // Each backend is held to what its own devices declare: sessions whose
-  // devices declare the same traits share a model (a lane); a partner that
-  // declares other capabilities (no resident tensors on one side) gets a
-  // model of its own. The first lane is the backend under test's: the
-  // scenario's written expectations, coverage and transitions are its.
-  struct Lane {
-    Model model;
-    std::vector<Session *> sessions;
-    std::vector<DeviceTraits> traits;
-    /// False after a parallel block no order was found for in time: the
-    /// model does not hold the state the block left.
-    bool modelKnown = true;
-  };
-  std::vector<Lane> lanes;
-  // A parallel block may end each session in another linearization: each
-  // then keeps a model of its own.
-  size_t sequential = scenario.commands.size();
-  while (sequential > 0 && scenario.commands[sequential - 1].branch != 0)
-    --sequential;
-  bool parallel = sequential < scenario.commands.size();
-  for (auto &s : sessions) {
-    std::vector<DeviceTraits> traits;
-    for (const DeviceSpec &spec : scenario.devices) {
-      DeviceManager &d = s->device(spec.name);
-      traits.push_back(DeviceTraits{d.capabilities(), d.maximumMemory()});
-    }
-    auto same = std::find_if(lanes.begin(), lanes.end(), [&](const Lane &l) {
-      return !parallel && l.traits == traits;
-    });
-    if (same != lanes.end()) {
-      same->sessions.push_back(s.get());
-      continue;
-    }
-    auto traitsOf = [&](const DeviceSpec &spec) {
-      for (size_t i = 0; i < scenario.devices.size(); ++i)
-        if (scenario.devices[i].name == spec.name)
-          return traits[i];
-      return DeviceTraits{};
-    };
-    lanes.push_back(Lane{Model(scenario.devices, traitsOf), {s.get()}, traits});
-  }
-  Model &model = lanes.front().model;
-  auto diverge = [&](size_t step, const std::string &command,
-                     const std::string &backend, const Difference &d) {
-    result.divergence =
-        Divergence{step, command, backend, d.what, d.expected, d.observed};
-  };
-
-  // Commands issued without waiting, per session, until the next command
-  // that waits: the step, its text and what the model predicted.
-  struct Pending {
-    std::shared_ptr<CallbackProbe> probe;
-    size_t step;
-    std::string command;
-    ModelStep predicted;
-  };
-  std::map<Session *, std::vector<Pending>> pending;
-  // Waits for every pending command of \p session and checks its outcome
-  // and callbacks; false after a divergence (reported at its own step).
-  auto drain = [&](Session *session) {
-    std::vector<Pending> waiting = std::move(pending[session]);
-    pending[session].clear();
-    for (Pending &p : waiting) {
-      progress.advance();
-      Observation observed;
-      session->awaitPending(p.probe, observed);
-      if (std::optional<Difference> d = compareOutcome(p.predicted, observed)) {
-        diverge(p.step, p.command, session->backend(), *d);
-        return false;
+  // A hook must report a failure as an Error: one that throws instead ends
+  // the scenario with a divergence at the step it threw in.
+  try {
+    for (auto &s : sessions)
+      if (std::string e = s->setup(); !e.empty()) {
+        result.setupFailure = RunResult::SetupFailure::Device;
+        result.setupError = e;
+        return;
       }
-    }
-    return true;
-  };
-
-  // One step on each lane's model and sessions; false after a divergence.
-  // \p written: a command of the scenario (not the runner's read-back);
-  // \p only: the one lane a read-back step is for, or all lanes when null.
-  std::vector<std::pair<int, ResidencyState>> before;
-  std::vector<std::string> named;
-  auto devicesDown = [](const Model &m) {
-    size_t n = 0;
-    for (const auto &[name, d] : m.devices())
-      n += d.shutDown;
-    return n;
-  };
-  auto lossMayStrike = [](const Model &m) {
-    for (const auto &[name, d] : m.devices())
-      if (d.lossPlanned && !d.shutDown)
-        return true;
-    return false;
-  };
-  auto runStep = [&](const Command &c, size_t step, bool written,
-                     const Lane *only) {
-    result.steps = std::max(result.steps, step);
-    auto text = [&] {
-      return (written ? "" : "final read-back: ") + printCommand(c);
+    // Each backend is held to what its own devices declare: sessions whose
+    // devices declare the same traits share a model (a lane); a partner that
+    // declares other capabilities (no resident tensors on one side) gets a
+    // model of its own. The first lane is the backend under test's: the
+    // scenario's written expectations, coverage and transitions are its.
+    struct Lane {
+      Model model;
+      std::vector<Session *> sessions;
+      std::vector<DeviceTraits> traits;
+      /// False after a parallel block no order was found for in time: the
+      /// model does not hold the state the block left.
+      bool modelKnown = true;
     };
-    for (Lane &lane : lanes) {
-      if (only && only != &lane)
+    std::vector<Lane> lanes;
+    // A parallel block may end each session in another linearization: each
+    // then keeps a model of its own.
+    size_t sequential = scenario.commands.size();
+    while (sequential > 0 && scenario.commands[sequential - 1].branch != 0)
+      --sequential;
+    bool parallel = sequential < scenario.commands.size();
+    for (auto &s : sessions) {
+      std::vector<DeviceTraits> traits;
+      for (const DeviceSpec &spec : scenario.devices) {
+        DeviceManager &d = s->device(spec.name);
+        traits.push_back(DeviceTraits{d.capabilities(), d.maximumMemory()});
+      }
+      auto same = std::find_if(lanes.begin(), lanes.end(), [&](const Lane &l) {
+        return !parallel && l.traits == traits;
+      });
+      if (same != lanes.end()) {
+        same->sessions.push_back(s.get());
         continue;
-      Model &m = lane.model;
-      bool first = &lane == &lanes.front();
-      // What the step may change: the records of the tensors it names, and
-      // every record when it shuts a device down (which a sweep then
-      // covers).
-      named.clear();
-      addTensorsNamedBy(c, m, named);
-      bool sweep =
-          m.tensors().size() <= SweepTensors || step % SweepPeriod == 0;
-      size_t down = devicesDown(m);
-      before.clear();
-      // Every record (in record order, as records() has them) when the step
-      // may shut a device down (a shutdown, or any step once a DeviceLost
-      // fault is planned), else those of the named tensors, the only ones
-      // any other step changes.
-      bool everyRecord = c.kind == CommandKind::Shutdown || lossMayStrike(m);
-      if (first && written) {
-        if (everyRecord) {
-          for (const auto &[id, r] : m.records())
-            before.emplace_back(id, r.state);
-        } else {
-          for (const std::string &name : named)
-            if (const ModelTensor *t = m.tensor(name); t && !t->empty())
-              before.emplace_back(t->record, m.records().at(t->record).state);
-        }
       }
-      bool recordPending =
-          m.transfersPending() && m.transferPendingOn(c.target);
-      ModelStep predicted = m.apply(c);
-      sweep = sweep || devicesDown(m) != down;
-      // A run's context as the step left it (the other commands name the
-      // same tensors after the step as before it).
-      if (c.kind == CommandKind::Run || c.kind == CommandKind::EnsureOutputs)
-        addTensorsNamedBy(c, m, named);
-      // The final read-back is the runner's, not the scenario's: it counts
-      // towards no coverage.
-      if (first && written) {
-        for (const CoverageLabel &label : predicted.labels)
-          ++labels[label];
-        // Every record's state after the step in one walk of both (both in
-        // record order), a few named ones' by lookup.
-        auto after = m.records().begin();
-        for (const auto &[id, state] : before) {
-          if (everyRecord) {
-            while (after != m.records().end() && after->first < id)
-              ++after;
-          } else {
-            after = m.records().find(id);
-          }
-          bool kept = after != m.records().end() && after->first == id;
-          if (kept && after->second.state == state)
-            continue;
-          if (!kept && state != ResidencyState::Device &&
-              state != ResidencyState::Mirrored)
-            continue;
-          ++transitions[{state, c.kind,
-                         kept ? std::optional(after->second.state)
-                              : std::nullopt}];
-        }
-        if (options.checkWrittenExpectations &&
-            !(c.expect == predicted.outcome)) {
-          diverge(step, text(), "scenario",
-                  {"the step's written expectation against the reference "
-                   "model",
-                   "the model's " + predicted.outcome.toString(),
-                   "the scenario's " + c.expect.toString()});
-          return false;
-        }
-      }
-      for (Session *session : lane.sessions) {
-        progress.at(step, &c, nullptr, &session->backend());
+      auto traitsOf = [&](const DeviceSpec &spec) {
+        for (size_t i = 0; i < scenario.devices.size(); ++i)
+          if (scenario.devices[i].name == spec.name)
+            return traits[i];
+        return DeviceTraits{};
+      };
+      lanes.push_back(
+          Lane{Model(scenario.devices, traitsOf), {s.get()}, traits});
+    }
+    Model &model = lanes.front().model;
+    auto diverge = [&](size_t step, const std::string &command,
+                       const std::string &backend, const Difference &d) {
+      result.divergence =
+          Divergence{step, command, backend, d.what, d.expected, d.observed};
+    };
+
+    // Commands issued without waiting, per session, until the next command
+    // that waits: the step, its text and what the model predicted.
+    struct Pending {
+      std::shared_ptr<CallbackProbe> probe;
+      size_t step;
+      std::string command;
+      ModelStep predicted;
+    };
+    std::map<Session *, std::vector<Pending>> pending;
+    // Waits for every pending command of \p session and checks its outcome
+    // and callbacks; false after a divergence (reported at its own step).
+    auto drain = [&](Session *session) {
+      std::vector<Pending> waiting = std::move(pending[session]);
+      pending[session].clear();
+      for (Pending &p : waiting) {
+        progress.advance();
         Observation observed;
-        session->execute(c, m, observed, recordPending);
-        if (first && written && session == lane.sessions.front() &&
-            observed.storageLabel)
-          ++labels[CoverageLabel(observed.storageLabel)];
-        if (options.trace)
-          options.trace((sessions.size() > 1 ? "[" + session->backend() + "] "
-                                             : std::string()) +
-                        traceLine(step, text(), observed, *session));
-        // Issued without waiting: checked after the next command that waits.
-        if (observed.pending) {
-          pending[session].push_back(
-              {std::move(observed.pending), step, text(), predicted});
+        session->awaitPending(p.probe, observed);
+        if (std::optional<Difference> d =
+                compareOutcome(p.predicted, observed)) {
+          diverge(p.step, p.command, session->backend(), *d);
+          return false;
+        }
+      }
+      return true;
+    };
+
+    // One step on each lane's model and sessions; false after a divergence.
+    // \p written: a command of the scenario (not the runner's read-back);
+    // \p only: the one lane a read-back step is for, or all lanes when null.
+    std::vector<std::pair<int, ResidencyState>> before;
+    std::vector<std::string> named;
+    auto devicesDown = [](const Model &m) {
+      size_t n = 0;
+      for (const auto &[name, d] : m.devices())
+        n += d.shutDown;
+      return n;
+    };
+    auto lossMayStrike = [](const Model &m) {
+      for (const auto &[name, d] : m.devices())
+        if (d.lossPlanned && !d.shutDown)
+          return true;
+      return false;
+    };
+    auto runStep = [&](const Command &c, size_t step, bool written,
+                       const Lane *only) {
+      result.steps = std::max(result.steps, step);
+      auto text = [&] {
+        return (written ? "" : "final read-back: ") + printCommand(c);
+      };
+      for (Lane &lane : lanes) {
+        if (only && only != &lane)
           continue;
+        Model &m = lane.model;
+        bool first = &lane == &lanes.front();
+        // What the step may change: the records of the tensors it names, and
+        // every record when it shuts a device down (which a sweep then
+        // covers).
+        named.clear();
+        addTensorsNamedBy(c, m, named);
+        bool sweep =
+            m.tensors().size() <= SweepTensors || step % SweepPeriod == 0;
+        size_t down = devicesDown(m);
+        before.clear();
+        // Every record (in record order, as records() has them) when the step
+        // may shut a device down (a shutdown, or any step once a DeviceLost
+        // fault is planned), else those of the named tensors, the only ones
+        // any other step changes.
+        bool everyRecord = c.kind == CommandKind::Shutdown || lossMayStrike(m);
+        if (first && written) {
+          if (everyRecord) {
+            for (const auto &[id, r] : m.records())
+              before.emplace_back(id, r.state);
+          } else {
+            for (const std::string &name : named)
+              if (const ModelTensor *t = m.tensor(name); t && !t->empty())
+                before.emplace_back(t->record, m.records().at(t->record).state);
+          }
         }
-        std::optional<Difference> d = compareOutcome(predicted, observed);
-        if (!d && !drain(session))
-          return false;
-        if (!d)
-          d = session->compareState(m, named, sweep, false);
-        if (!d)
-          d = session->backendChecks(m, c, named, sweep);
-        if (d) {
-          diverge(step, text(), session->backend(), *d);
-          return false;
+        bool recordPending =
+            m.transfersPending() && m.transferPendingOn(c.target);
+        ModelStep predicted = m.apply(c);
+        sweep = sweep || devicesDown(m) != down;
+        // A run's context as the step left it (the other commands name the
+        // same tensors after the step as before it).
+        if (c.kind == CommandKind::Run || c.kind == CommandKind::EnsureOutputs)
+          addTensorsNamedBy(c, m, named);
+        // The final read-back is the runner's, not the scenario's: it counts
+        // towards no coverage.
+        if (first && written) {
+          for (const CoverageLabel &label : predicted.labels)
+            ++labels[label];
+          // Every record's state after the step in one walk of both (both in
+          // record order), a few named ones' by lookup.
+          auto after = m.records().begin();
+          for (const auto &[id, state] : before) {
+            if (everyRecord) {
+              while (after != m.records().end() && after->first < id)
+                ++after;
+            } else {
+              after = m.records().find(id);
+            }
+            bool kept = after != m.records().end() && after->first == id;
+            if (kept && after->second.state == state)
+              continue;
+            if (!kept && state != ResidencyState::Device &&
+                state != ResidencyState::Mirrored)
+              continue;
+            ++transitions[{state, c.kind,
+                           kept ? std::optional(after->second.state)
+                                : std::nullopt}];
+          }
+          if (options.checkWrittenExpectations &&
+              !(c.expect == predicted.outcome)) {
+            diverge(step, text(), "scenario",
+                    {"the step's written expectation against the reference "
+                     "model",
+                     "the model's " + predicted.outcome.toString(),
+                     "the scenario's " + c.expect.toString()});
+            return false;
+          }
+        }
+        for (Session *session : lane.sessions) {
+          progress.at(step, &c, nullptr, &session->backend());
+          Observation observed;
+          session->execute(c, m, observed, recordPending);
+          if (first && written && session == lane.sessions.front() &&
+              observed.storageLabel)
+            ++labels[CoverageLabel(observed.storageLabel)];
+          if (options.trace)
+            options.trace((sessions.size() > 1 ? "[" + session->backend() + "] "
+                                               : std::string()) +
+                          traceLine(step, text(), observed, *session));
+          // Issued without waiting: checked after the next command that waits.
+          if (observed.pending) {
+            pending[session].push_back(
+                {std::move(observed.pending), step, text(), predicted});
+            continue;
+          }
+          std::optional<Difference> d = compareOutcome(predicted, observed);
+          if (!d && !drain(session))
+            return false;
+          if (!d)
+            d = session->compareState(m, named, sweep, false);
+          if (!d)
+            d = session->backendChecks(m, c, named, sweep);
+          if (d) {
+            diverge(step, text(), session->backend(), *d);
+            return false;
+          }
+        }
+      }
+      return true;
+    };
+
+    for (size_t i = 0; i < sequential; ++i)
+      if (!runStep(scenario.commands[i], i + 1, true, nullptr))
+        return;
+    for (auto &s : sessions)
+      if (!drain(s.get()))
+        return;
+    if (parallel) {
+      // The labels are the backend under test's, as for sequential steps: a
+      // partner's lane reaches its own.
+      LabelCounts partnerLabels;
+      for (Lane &lane : lanes) {
+        progress.at(sequential + 1, nullptr, "the parallel block",
+                    &lane.sessions.front()->backend());
+        std::optional<std::string> unknown;
+        if (std::optional<Difference> d = runParallelBlock(
+                scenario, sequential, *lane.sessions.front(), lane.model,
+                &lane == &lanes.front() ? labels : partnerLabels, options.trace,
+                std::chrono::milliseconds(options.linearizabilityBudgetMs),
+                unknown)) {
+          diverge(sequential + 1, "the parallel block",
+                  lane.sessions.front()->backend(), *d);
+          return;
+        }
+        if (unknown) {
+          lane.modelKnown = false;
+          result.notCompared.push_back(std::move(*unknown));
+        }
+      }
+      result.steps = scenario.commands.size();
+    }
+
+    // Final read-back: every record still on a device is brought back (kept
+    // there too), so results computed on the device are compared with the
+    // model even when the scenario never reads them. Lanes may hold different
+    // records on their devices: each reads back its own.
+    size_t step = scenario.commands.size();
+    size_t lastStep = step;
+    for (const Lane &lane : lanes) {
+      size_t laneStep = step;
+      if (!lane.modelKnown)
+        continue;
+      for (const Command &c : finalReadBack(lane.model))
+        if (!runStep(c, ++laneStep, false, &lane))
+          return;
+      lastStep = std::max(lastStep, laneStep);
+    }
+    step = lastStep;
+
+    for (const auto &[name, d] : model.devices()) {
+      result.allocations[name] = d.allocations;
+      result.slotReuses[name] =
+          d.allocations - std::min<uint64_t>(d.allocations, d.peakLive);
+    }
+
+    // Every readable tensor's contents, large ones included.
+    ++step;
+    for (const Lane &lane : lanes) {
+      if (!lane.modelKnown)
+        continue;
+      for (Session *s : lane.sessions) {
+        progress.at(step, nullptr,
+                    "final check (host contents of every readable tensor)",
+                    &s->backend());
+        if (auto d = s->compareState(lane.model, {}, true, true)) {
+          diverge(step, "final check (host contents of every readable tensor)",
+                  s->backend(), *d);
+          return;
         }
       }
     }
-    return true;
-  };
 
-  for (size_t i = 0; i < sequential; ++i)
-    if (!runStep(scenario.commands[i], i + 1, true, nullptr))
-      return;
-  for (auto &s : sessions)
-    if (!drain(s.get()))
-      return;
-  if (parallel) {
-    // The labels are the backend under test's, as for sequential steps: a
-    // partner's lane reaches its own.
-    LabelCounts partnerLabels;
+    // Teardown: every tensor goes, memory returns to the baseline.
+    ++step;
     for (Lane &lane : lanes) {
-      progress.at(sequential + 1, nullptr, "the parallel block",
-                  &lane.sessions.front()->backend());
-      std::optional<std::string> unknown;
-      if (std::optional<Difference> d = runParallelBlock(
-              scenario, sequential, *lane.sessions.front(), lane.model,
-              &lane == &lanes.front() ? labels : partnerLabels, options.trace,
-              std::chrono::milliseconds(options.linearizabilityBudgetMs),
-              unknown)) {
-        diverge(sequential + 1, "the parallel block",
-                lane.sessions.front()->backend(), *d);
-        return;
+      // Where the model does not hold the state a parallel block left, a
+      // device that a planned DeviceLost may have shut down in the block is
+      // shut down in the model too when the backend's is: what teardown
+      // compares (no tensor, no memory in use, nothing in flight) is then the
+      // same in every order of the block.
+      std::vector<Command> lost;
+      if (!lane.modelKnown)
+        for (const auto &[name, d] : lane.model.devices())
+          if (d.lossPlanned && !d.shutDown &&
+              lane.sessions.front()->device(name).isShutDown()) {
+            lost.emplace_back();
+            lost.back().kind = CommandKind::Shutdown;
+            lost.back().device = name;
+          }
+      for (const Command &c : lost)
+        lane.model.apply(c);
+      for (Session *s : lane.sessions) {
+        progress.at(step, nullptr,
+                    "teardown (destroy every tensor, free every location)",
+                    &s->backend());
+        s->teardown(lane.model);
       }
-      if (unknown) {
-        lane.modelKnown = false;
-        result.notCompared.push_back(std::move(*unknown));
-      }
-    }
-    result.steps = scenario.commands.size();
-  }
-
-  // Final read-back: every record still on a device is brought back (kept
-  // there too), so results computed on the device are compared with the
-  // model even when the scenario never reads them. Lanes may hold different
-  // records on their devices: each reads back its own.
-  size_t step = scenario.commands.size();
-  size_t lastStep = step;
-  for (const Lane &lane : lanes) {
-    size_t laneStep = step;
-    if (!lane.modelKnown)
-      continue;
-    for (const Command &c : finalReadBack(lane.model))
-      if (!runStep(c, ++laneStep, false, &lane))
-        return;
-    lastStep = std::max(lastStep, laneStep);
-  }
-  step = lastStep;
-
-  for (const auto &[name, d] : model.devices()) {
-    result.allocations[name] = d.allocations;
-    result.slotReuses[name] =
-        d.allocations - std::min<uint64_t>(d.allocations, d.peakLive);
-  }
-
-  // Every readable tensor's contents, large ones included.
-  ++step;
-  for (const Lane &lane : lanes) {
-    if (!lane.modelKnown)
-      continue;
-    for (Session *s : lane.sessions) {
-      progress.at(step, nullptr,
-                  "final check (host contents of every readable tensor)",
-                  &s->backend());
-      if (auto d = s->compareState(lane.model, {}, true, true)) {
-        diverge(step, "final check (host contents of every readable tensor)",
-                s->backend(), *d);
-        return;
-      }
-    }
-  }
-
-  // Teardown: every tensor goes, memory returns to the baseline.
-  ++step;
-  for (Lane &lane : lanes) {
-    // Where the model does not hold the state a parallel block left, a
-    // device that a planned DeviceLost may have shut down in the block is
-    // shut down in the model too when the backend's is: what teardown
-    // compares (no tensor, no memory in use, nothing in flight) is then the
-    // same in every order of the block.
-    std::vector<Command> lost;
-    if (!lane.modelKnown)
-      for (const auto &[name, d] : lane.model.devices())
-        if (d.lossPlanned && !d.shutDown &&
-            lane.sessions.front()->device(name).isShutDown()) {
-          lost.emplace_back();
-          lost.back().kind = CommandKind::Shutdown;
-          lost.back().device = name;
+      lane.model.teardown();
+      for (Session *s : lane.sessions) {
+        std::optional<Difference> d =
+            s->compareState(lane.model, {}, true, true);
+        if (!d)
+          d = s->backendChecks(lane.model, Command{}, {}, true);
+        if (!d)
+          d = s->physicalChecks();
+        if (d) {
+          diverge(step, "teardown (destroy every tensor, free every location)",
+                  s->backend(), *d);
+          return;
         }
-    for (const Command &c : lost)
-      lane.model.apply(c);
-    for (Session *s : lane.sessions) {
-      progress.at(step, nullptr,
-                  "teardown (destroy every tensor, free every location)",
-                  &s->backend());
-      s->teardown(lane.model);
-    }
-    lane.model.teardown();
-    for (Session *s : lane.sessions) {
-      std::optional<Difference> d = s->compareState(lane.model, {}, true, true);
-      if (!d)
-        d = s->backendChecks(lane.model, Command{}, {}, true);
-      if (!d)
-        d = s->physicalChecks();
-      if (d) {
-        diverge(step, "teardown (destroy every tensor, free every location)",
-                s->backend(), *d);
-        return;
       }
     }
+  } catch (...) {
+    result.divergence = escapedDivergence(scenario, progress);
   }
 }
 

@@ -12,6 +12,7 @@
 #include <csignal>
 #include <cstring>
 #include <optional>
+#include <stdexcept>
 #include <utility>
 
 using namespace drt;
@@ -889,6 +890,54 @@ from-device a d0 keep
       before.divergence->observed.find("the byte 3 before its start changed"),
       std::string::npos)
       << before.divergence->toString();
+}
+
+/// A device whose read-backs throw (as std::vector::at does past the end)
+/// instead of reporting an Error.
+class ReadBackThrows final : public fake::FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+  ~ReadBackThrows() override { shutdown(); }
+
+protected:
+  void copyFromDevice(DeviceLocation, std::byte *, uint64_t bytes,
+                      CompletionCallback) override {
+    throw std::out_of_range("index " + std::to_string(bytes));
+  }
+};
+
+TEST(Runner, AnExceptionThatEscapesTheBackendIsADivergenceAtItsStep) {
+  const std::string &backend =
+      testBackend<ReadBackThrows>("test:read-back-throws");
+  RunResult r = run("device d0\ncreate a f32 [4] fill=1\nto-device a d0\n"
+                    "from-device a d0 keep\nread a\n",
+                    backend);
+  ASSERT_TRUE(r.divergence) << r.setupError;
+  EXPECT_EQ(r.divergence->step, 3u) << r.divergence->toString();
+  EXPECT_EQ(r.divergence->command, "from-device a d0 keep");
+  EXPECT_EQ(r.divergence->backend, backend);
+  EXPECT_EQ(r.divergence->observed,
+            "an exception escaped: std::out_of_range: index 16");
+  // On a branch's thread: the parallel block reports it, naming the
+  // command.
+  RunResult branch = run("device d0\ncreate a f32 [4] fill=1\n"
+                         "create c f32 [4]\nto-device a d0\n"
+                         "|1 from-device a d0 keep\n|2 to-device c d0\n",
+                         backend);
+  ASSERT_TRUE(branch.divergence) << branch.setupError;
+  EXPECT_EQ(branch.divergence->command, "the parallel block");
+  EXPECT_EQ(branch.divergence->what,
+            "the calls of '|1 from-device a d0 keep' into the backend")
+      << branch.divergence->toString();
+  EXPECT_EQ(branch.divergence->observed,
+            "an exception escaped: std::out_of_range: index 16");
+  // Once the read-back is left to the runner: its final read-back.
+  RunResult last =
+      run("device d0\ncreate a f32 [4] fill=1\nto-device a d0\n", backend);
+  ASSERT_TRUE(last.divergence) << last.setupError;
+  EXPECT_EQ(last.divergence->step, 3u) << last.divergence->toString();
+  EXPECT_EQ(last.divergence->command,
+            "final read-back of the records left on a device");
 }
 
 /// A device whose runs complete while it holds the lock its accounting
