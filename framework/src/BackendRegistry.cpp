@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
+#include <exception>
 
 namespace drt {
 
@@ -249,13 +250,27 @@ BackendRegistry::create(const std::string &name, const DeviceConfig &config) {
   if (named.name.empty())
     named.name = name + "0";
   named.parameters = parametersFor(name, config.parameters);
-  std::unique_ptr<DeviceManager> device = info->factory(named);
-  if (!device)
-    return makeError(ErrorCode::DeviceError,
-                     "backend '" + name + "' failed to create a device");
-  if (Error e = device->init())
-    return e;
-  return device;
+  // A backend reports failures as an Error; one that throws instead (a
+  // plugin's table lookup, its driver's wrapper) is refused like a failing
+  // init, with what it threw, not let through to the caller.
+  std::string thrown;
+  try {
+    std::unique_ptr<DeviceManager> device = info->factory(named);
+    if (!device)
+      return makeError(ErrorCode::DeviceError,
+                       "backend '" + name + "' failed to create a device");
+    if (Error e = device->init())
+      return e;
+    return device;
+  } catch (const std::exception &e) {
+    thrown = e.what();
+  } catch (...) {
+    thrown = "an exception of a type that is no std::exception";
+  }
+  return makeError(ErrorCode::DeviceError,
+                   "backend '" + name + "' threw while creating device '" +
+                       named.name + "': " + thrown +
+                       " (a backend reports failures as an Error)");
 }
 
 BackendRegistration::BackendRegistration(BackendInfo info) {

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <iterator>
+#include <stdexcept>
 #include <string_view>
 
 using namespace drt;
@@ -160,6 +161,24 @@ TEST(BackendRegistry, UnknownNameListsTheRegisteredOnes) {
   EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
   EXPECT_NE(e.message().find("no-such-backend"), std::string::npos);
   EXPECT_NE(e.message().find("registered backends"), std::string::npos);
+}
+
+TEST(BackendRegistry, AFactoryThatThrowsIsADeviceErrorNamingWhatItThrew) {
+  BackendInfo b{"basics-test-throws", "a factory that throws", Capabilities{},
+                [](const DeviceConfig &) -> std::unique_ptr<DeviceManager> {
+                  throw std::runtime_error("no such driver table entry");
+                },
+                true};
+  BackendRegistry::instance().add(b);
+  DeviceConfig config;
+  config.name = "d7";
+  auto d = BackendRegistry::instance().create(b.name, config);
+  ASSERT_FALSE(d);
+  Error e = d.takeError();
+  EXPECT_EQ(e.code(), ErrorCode::DeviceError);
+  EXPECT_EQ(e.message(), "backend 'basics-test-throws' threw while creating "
+                         "device 'd7': no such driver table entry (a backend "
+                         "reports failures as an Error)");
 }
 
 /// A backend that only declares: parameters and capabilities, no devices.

@@ -192,7 +192,8 @@ public:
   /// Creates and initialises a manager of backend \p name with \p config,
   /// whose parameters are first resolved with parametersFor. An unknown
   /// name is InvalidArgument listing the registered backends; a failing init
-  /// (an undeclared parameter, a bad value) is returned as is.
+  /// (an undeclared parameter, a bad value) is returned as is; a factory or
+  /// init that throws is DeviceError with what it threw.
   Expected<std::unique_ptr<DeviceManager>> create(const std::string &name,
                                                   const DeviceConfig &config);
 
