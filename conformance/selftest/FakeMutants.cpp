@@ -477,6 +477,48 @@ protected:
   }
 };
 
+/// On an asynchronous device, an upload completes on the caller's thread
+/// before copyToDevice() returns (it waits for its worker), though the
+/// caller does not wait for it: a caller that holds a lock across the call
+/// and takes it in the callback deadlocks. (A completion that never comes,
+/// as when an injected loss shuts the device down, is left to the worker
+/// after a second.)
+class CompletesUploadsInline final : public FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+  ~CompletesUploadsInline() override { shutdown(); }
+
+protected:
+  void copyToDevice(DeviceLocation dst, const std::byte *src, uint64_t bytes,
+                    CompletionCallback done) override {
+    struct Handover {
+      std::mutex mutex;
+      std::condition_variable finished;
+      std::optional<Error> result;
+      CompletionCallback late;
+    };
+    auto h = std::make_shared<Handover>();
+    FakeDevice::copyToDevice(dst, src, bytes, [h](Error e) {
+      std::unique_lock<std::mutex> lock(h->mutex);
+      if (h->late) {
+        lock.unlock();
+        return h->late(std::move(e));
+      }
+      h->result = std::move(e);
+      h->finished.notify_all();
+    });
+    std::unique_lock<std::mutex> lock(h->mutex);
+    if (!h->finished.wait_for(lock, std::chrono::seconds(1),
+                              [&] { return h->result.has_value(); })) {
+      h->late = std::move(done);
+      return;
+    }
+    Error e = std::move(*h->result);
+    lock.unlock();
+    done(std::move(e));
+  }
+};
+
 /// The budget is reported but not enforced: allocations succeed up to the
 /// default budget whatever the configured one says.
 class IgnoresBudget final : public FakeDevice {
@@ -612,6 +654,10 @@ DRT_REGISTER_BACKEND(mutant<ReadBackCrashesPast64k>(
 DRT_REGISTER_BACKEND(mutant<ReadBackThrowsPast64k>(
     "read-back-throws-past-64k",
     "copyFromDevice() of more than 64 KiB throws std::out_of_range"));
+DRT_REGISTER_BACKEND(mutant<CompletesUploadsInline>(
+    "completes-uploads-inline",
+    "copyToDevice() on an asynchronous device completes on the caller's "
+    "thread before returning, for a caller that does not wait"));
 DRT_REGISTER_BACKEND(mutant<IgnoresBudget>(
     "ignores-budget", "allocations are not held to the memory budget"));
 DRT_REGISTER_BACKEND(mutant<IgnoresViewOffsets>(

@@ -16,11 +16,29 @@
 
 #include <algorithm>
 #include <set>
+#include <utility>
 
 namespace drt {
 
 namespace {
 thread_local unsigned handOffsOnThisThread = 0;
+
+/// The operation whose backend hook this thread is in (its completion's
+/// key), for telling a completion that comes back before the hook returns.
+thread_local const void *submittingOnThisThread = nullptr;
+
+/// Marks the calling thread as submitting \p operation for its lifetime.
+class Submitting {
+public:
+  explicit Submitting(const void *operation)
+      : previous_(std::exchange(submittingOnThisThread, operation)) {}
+  ~Submitting() { submittingOnThisThread = previous_; }
+  Submitting(const Submitting &) = delete;
+  Submitting &operator=(const Submitting &) = delete;
+
+private:
+  const void *previous_;
+};
 } // namespace
 
 void noteHandOffTo(const DeviceManager &device) {
@@ -112,6 +130,17 @@ DeviceManager::beginOperation(const char *operation,
 CompletionCallback
 DeviceManager::completionFor(std::shared_ptr<PendingOperation> op) {
   return [this, op = std::move(op)](Error e) {
+    // Inline completion is for a caller that waits (callerWaitsForCompletion):
+    // another may hold a lock of its own across the call that its callback
+    // takes. Failures found before any work may come back at once.
+    if (submittingOnThisThread == op.get() && !e &&
+        !callerWaitsForCompletion() && capabilities().asynchronousCompletion)
+      noteBackgroundError(makeError(
+          ErrorCode::DeviceError,
+          "device '" + name() + "' completed " + op->what() +
+              " on the thread that submitted it, before the submission "
+              "returned, though it declares asynchronous completion and the "
+              "caller does not wait (callerWaitsForCompletion() is false)"));
     finishOperation(op, std::move(e));
   };
 }
@@ -426,6 +455,7 @@ void DeviceManager::upload(std::shared_ptr<TensorStorage> storage,
         storage.reset();
         done(std::move(e));
       });
+  Submitting submitting(op.get());
   copyToDevice(target, source, bytes, completionFor(op));
 }
 
@@ -479,6 +509,7 @@ void DeviceManager::fetchToHost(std::shared_ptr<TensorStorage> storage,
         storage.reset();
         done(std::move(released));
       });
+  Submitting submitting(op.get());
   copyFromDevice(location, destination, bytes, completionFor(op));
 }
 
@@ -695,6 +726,7 @@ void DeviceManager::runFunction(const std::string &name,
   auto op =
       beginOperation("run of network '" + name + "'",
                      [this, run](Error e) { finishRun(run, std::move(e)); });
+  Submitting submitting(op.get());
   execute(*run->function, run->arguments, completionFor(op));
 }
 

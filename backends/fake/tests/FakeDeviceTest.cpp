@@ -208,6 +208,57 @@ TEST(FakeDevice, AsyncCompletionArrivesOnAnotherThreadAfterTheCall) {
   EXPECT_EQ(t.residencySnapshot().state, ResidencyState::Device);
 }
 
+/// A synchronous fake device that declares asynchronous completion: its
+/// transfers come back on the caller's thread before the call returns.
+class InlineThoughAsynchronous final : public FakeDevice {
+public:
+  InlineThoughAsynchronous() : FakeDevice(DeviceConfig{}) {}
+  ~InlineThoughAsynchronous() override { shutdown(); }
+  Capabilities capabilities() const override {
+    Capabilities caps = FakeDevice::capabilities();
+    caps.asynchronousCompletion = true;
+    return caps;
+  }
+};
+
+TEST(FakeDevice,
+     AnInlineCompletionForACallerThatDoesNotWaitIsABackgroundError) {
+  InlineThoughAsynchronous d;
+  ASSERT_FALSE(d.init());
+  // A caller that waits may be completed on its own thread.
+  Tensor waited(ElemKind::Float32, {4}, "waited");
+  ASSERT_FALSE(transferToDeviceSync(d, waited));
+  EXPECT_TRUE(d.takeBackgroundErrors().empty());
+  // One that does not wait may hold a lock its callback takes: the device
+  // must not call back before the call returns.
+  Tensor issued(ElemKind::Float32, {4}, "issued");
+  bool returned = false, calledBeforeReturn = false;
+  d.transferToDevice(issued, std::nullopt, [&](Error e) {
+    EXPECT_FALSE(e);
+    calledBeforeReturn = !returned;
+  });
+  returned = true;
+  EXPECT_TRUE(calledBeforeReturn);
+  std::vector<Error> errors = d.takeBackgroundErrors();
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors.front().message().find(
+                "completed transferToDevice of tensor 'issued' (16 bytes) on "
+                "the thread that submitted it, before the submission "
+                "returned"),
+            std::string::npos)
+      << errors.front().toString();
+  // What the framework answers itself, without the device (a read-back of
+  // a tensor already on the host), may come back at once.
+  Tensor host(ElemKind::Float32, {4}, "host");
+  bool answered = false;
+  d.transferFromDevice(host, true, [&](Error e) {
+    EXPECT_FALSE(e);
+    answered = true;
+  });
+  EXPECT_TRUE(answered);
+  EXPECT_TRUE(d.takeBackgroundErrors().empty());
+}
+
 TEST(FakeDevice, EveryResidencyChangeGivesTheRecordANewVersion) {
   // A sweep of the conformance runner skips reading a record whose version
   // it has seen match the model: a change that kept the version would go
