@@ -18,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -519,6 +520,52 @@ protected:
   }
 };
 
+/// A run looks its network's kernels up when it executes, not when it is
+/// issued: a network evicted while a run of it is still queued leaves that
+/// run without kernels, and it fails.
+class EvictStrandsQueuedRuns final : public FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+  ~EvictStrandsQueuedRuns() override { shutdown(); }
+
+protected:
+  Error compileFunction(const Function &function) override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      compiled_.insert(function.name());
+    }
+    return FakeDevice::compileFunction(function);
+  }
+  void evictFunction(const std::string &name) override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      compiled_.erase(name);
+    }
+    FakeDevice::evictFunction(name);
+  }
+  void execute(const Function &function, std::vector<RunArgument> arguments,
+               CompletionCallback done) override {
+    FakeDevice::execute(
+        function, std::move(arguments),
+        [this, name = function.name(), done = std::move(done)](Error e) {
+          bool released;
+          {
+            std::lock_guard<std::mutex> lock(mutex_);
+            released = !compiled_.count(name);
+          }
+          if (!e && released)
+            e = makeError(ErrorCode::DeviceError,
+                          "run of network '" + name +
+                              "': its kernels were released before it ran");
+          done(std::move(e));
+        });
+  }
+
+private:
+  std::mutex mutex_;
+  std::set<std::string> compiled_;
+};
+
 /// The budget is reported but not enforced: allocations succeed up to the
 /// default budget whatever the configured one says.
 class IgnoresBudget final : public FakeDevice {
@@ -658,6 +705,10 @@ DRT_REGISTER_BACKEND(mutant<CompletesUploadsInline>(
     "completes-uploads-inline",
     "copyToDevice() on an asynchronous device completes on the caller's "
     "thread before returning, for a caller that does not wait"));
+DRT_REGISTER_BACKEND(mutant<EvictStrandsQueuedRuns>(
+    "evict-strands-queued-runs",
+    "a network evicted while a run of it is queued leaves the run without "
+    "kernels: it fails"));
 DRT_REGISTER_BACKEND(mutant<IgnoresBudget>(
     "ignores-budget", "allocations are not held to the memory budget"));
 DRT_REGISTER_BACKEND(mutant<IgnoresViewOffsets>(

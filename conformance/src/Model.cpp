@@ -746,9 +746,15 @@ ModelStep Model::apply(const Command &c) {
         step.labels.emplace_back("run-joins-pending-run");
     }
   }
+  // A network evicted while a run of it is still in flight: the run must
+  // still compute its results (a backend keeps what the run needs).
+  if (c.kind == CommandKind::EvictNetwork &&
+      pendingRunNetworks_.count(c.target))
+    step.labels.emplace_back("evict-while-run-pending");
   if (!c.noWait) {
     pendingRecords_.clear();
     pendingRunRecords_.clear();
+    pendingRunNetworks_.clear();
   }
   // A run issued without waiting holds busy, and resident where it stays,
   // the records resident on its device before it: the ones a later run
@@ -1057,6 +1063,7 @@ ModelStep Model::apply(const Command &c) {
     }
     if (c.kind == CommandKind::Run && networkDevice_.count(c.target)) {
       step.labels.emplace_back("run-issued-without-waiting");
+      pendingRunNetworks_.insert(c.target);
       for (const auto &[ph, name] : c.bindings)
         if (const ModelTensor *t = tensor(name); t && !t->empty())
           pendingRecords_.insert(t->record);

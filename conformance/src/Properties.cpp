@@ -304,10 +304,13 @@ std::vector<PropertyFamily> makeFamilies() {
        "back to back, and every result is the one of program order",
        needsResident,
        [] {
+         // Evicting a network while its runs are in flight: they still
+         // compute their results.
          std::map<CommandKind, int> w = {
-             {K::Create, 5}, {K::ToDevice, 6},   {K::FromDevice, 2},
-             {K::Read, 2},   {K::Write, 1},      {K::Release, 1},
-             {K::Refill, 1}, {K::AddNetwork, 3}, {K::Run, 14}};
+             {K::Create, 5},      {K::ToDevice, 6},   {K::FromDevice, 2},
+             {K::Read, 2},        {K::Write, 1},      {K::Release, 1},
+             {K::Refill, 1},      {K::AddNetwork, 3}, {K::Run, 14},
+             {K::EvictNetwork, 2}};
          GeneratorProfile p = oneDevice(w);
          // Few shapes and kinds, so that most tensors fit most networks.
          p.maxTensors = 8;
@@ -317,7 +320,8 @@ std::vector<PropertyFamily> makeFamilies() {
          p.pipelinePercent = 70;
          return p;
        },
-       {"run-issued-without-waiting", "run-joins-pending-run"}});
+       {"run-issued-without-waiting", "run-joins-pending-run",
+        "evict-while-run-pending"}});
   {
     PropertyFamily parallel{
         "parallel",

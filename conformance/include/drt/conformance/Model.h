@@ -314,6 +314,8 @@ private:
   std::set<int> pendingRecords_;
   /// Those of runs, each with the device of its run.
   std::map<int, std::string> pendingRunRecords_;
+  /// The networks of those runs.
+  std::set<std::string> pendingRunNetworks_;
 };
 
 /// True when \p command names only objects that \p model can act on (tensors
