@@ -64,8 +64,12 @@ for m in "${mutants[@]}"; do
     continue
   fi
   commands=$(grep -cv -e '^#' -e '^device' -e '^$' "$scn")
+  # A crash reproduces as the signal that ends drt-replay (status 128+N).
   "$replay" "$scn" --backend "mutant:$m" > "$work/replay-mutant.log" 2>&1
-  on_mutant=$([[ $? -eq 1 ]] && echo fails || echo "DOES NOT FAIL")
+  status=$?
+  on_mutant=$([[ $status -eq 1 ]] && echo fails ||
+    { [[ $status -gt 128 ]] && echo "crashes (signal $((status - 128)))"; } ||
+    echo "DOES NOT FAIL")
   "$replay" "$scn" --backend "$reference" > "$work/replay-reference.log" 2>&1
   on_reference=$([[ $? -eq 0 ]] && echo "passes ($reference)" || echo "FAILS ($reference)")
   echo "| $m | yes | $found_s | ${runs:-?} | $commands | $on_mutant | $on_reference |"
