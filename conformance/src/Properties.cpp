@@ -591,6 +591,29 @@ std::string scenarioFileName(const PropertyFamily &family,
   return file;
 }
 
+/// "# LINE" for every line of \p text: a report in a scenario file's header.
+std::string commentLines(const std::string &text) {
+  std::string out;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t nl = text.find('\n', pos);
+    out += "# " + text.substr(pos, nl - pos) + "\n";
+    pos = nl == std::string::npos ? text.size() : nl + 1;
+  }
+  return out;
+}
+
+/// The command that replays scenario \p file as \p options and \p run ran
+/// it, with \p parameters (" --param KEY=VALUE ...") after the backends.
+std::string replayCommand(const std::string &file,
+                          const PropertyOptions &options, const RunOptions &run,
+                          const std::string &parameters) {
+  return options.replayProgram + " " + file + " --backend " + options.backend +
+         (options.against.empty() ? "" : " --against " + options.against) +
+         parameters +
+         (run.askDevicesFromCallbacks ? " --ask-devices-from-callbacks" : "");
+}
+
 /// Reports a case of \p family whose step the process cannot come back from
 /// (AbortedStep: stuck, or crashed): the scenario up to that step, as it ran
 /// (configured), goes to a file with its replay command and the command
@@ -606,11 +629,9 @@ void reportAbortedCase(const AbortedStep &step, const PropertyFamily &family,
       options.failureDirectory.empty() ? "." : options.failureDirectory;
   std::string against =
       options.against.empty() ? "" : " --against " + options.against;
-  std::string replay =
-      options.replayProgram + " " + file + " --backend " + options.backend +
-      against +
-      (run.askDevicesFromCallbacks ? " --ask-devices-from-callbacks" : "");
+  std::string replay = replayCommand(file, options, run, "");
   std::string report = step.toString();
+  Scenario prefix = step.prefix();
   {
     std::ofstream out(file);
     out << "# a scenario of property '" << family.name << "' on backend '"
@@ -619,13 +640,7 @@ void reportAbortedCase(const AbortedStep &step, const PropertyFamily &family,
         << "), up to the step that "
         << (step.signal ? "crashed" : "never returned")
         << " (not shrunk)\n# replay: " << replay << "\n";
-    size_t pos = 0;
-    while (pos < report.size()) {
-      size_t nl = report.find('\n', pos);
-      out << "# " << report.substr(pos, nl - pos) << "\n";
-      pos = nl == std::string::npos ? report.size() : nl + 1;
-    }
-    out << printScenario(step.prefix());
+    out << commentLines(report) << printScenario(prefix);
   }
   std::string text =
       "\n" + family.name + " on " + options.backend + " [" +
@@ -639,7 +654,7 @@ void reportAbortedCase(const AbortedStep &step, const PropertyFamily &family,
             std::to_string(makeInputSpace().maxLiveBytes) + " " +
             options.shrinkProgram + " " + file + " --backend " +
             options.backend + against + " --max-commands " +
-            std::to_string(std::max<size_t>(step.prefix().commands.size(), 1)) +
+            std::to_string(std::max<size_t>(prefix.commands.size(), 1)) +
             " --out " + dir + " (each candidate in a process of its own)\n";
   std::fputs(text.c_str(), stderr);
 }
@@ -760,28 +775,17 @@ void finishFailure(Row &row, const PropertyFamily &family,
   result.minimalScenario = printScenario(minimal);
   result.minimalLength = minimal.commands.size();
   result.scenarioFile = scenarioFileName(family, options, result, "");
-  result.replayCommand =
-      options.replayProgram + " " + result.scenarioFile + " --backend " +
-      options.backend +
-      (options.against.empty() ? "" : " --against " + options.against) +
-      parameterOptions(result.parameters) +
-      (run.askDevicesFromCallbacks ? " --ask-devices-from-callbacks" : "") +
-      (timingDependent(minimal)
-           ? " --repeat " + std::to_string(TimingReplayRuns)
-           : "");
+  result.replayCommand = replayCommand(result.scenarioFile, options, run,
+                                       parameterOptions(result.parameters)) +
+                         (timingDependent(minimal)
+                              ? " --repeat " + std::to_string(TimingReplayRuns)
+                              : "");
   std::ofstream out(result.scenarioFile);
   out << "# minimal failing scenario of property '" << family.name
       << "' on backend '" << options.backend << "' in configuration "
       << result.configuration << ", seed " << options.seed << " (case seed "
       << row.failingSeed << ")\n# replay: " << result.replayCommand << "\n";
-  std::string text = row.failure;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t nl = text.find('\n', pos);
-    out << "# " << text.substr(pos, nl - pos) << "\n";
-    pos = nl == std::string::npos ? text.size() : nl + 1;
-  }
-  out << result.minimalScenario;
+  out << commentLines(row.failure) << result.minimalScenario;
   result.seconds +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started)
           .count();

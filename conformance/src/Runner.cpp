@@ -75,12 +75,20 @@ std::string AbortedStep::verdict() const {
          (name ? name : "unknown") + ")";
 }
 
+namespace {
+/// The commands of \p scenario before its parallel block (all of them when
+/// it has none).
+size_t sequentialLength(const Scenario &scenario) {
+  size_t n = scenario.commands.size();
+  while (n > 0 && scenario.commands[n - 1].branch != 0)
+    --n;
+  return n;
+}
+} // namespace
+
 Scenario AbortedStep::prefix() const {
   Scenario out = *scenario;
-  size_t sequential = out.commands.size();
-  while (sequential > 0 && out.commands[sequential - 1].branch != 0)
-    --sequential;
-  if (step >= 1 && step <= sequential)
+  if (step >= 1 && step <= sequentialLength(out))
     out.commands.resize(step);
   return out;
 }
@@ -2453,8 +2461,6 @@ std::optional<Difference> runParallelBlock(
   return std::nullopt;
 }
 
-/// Runs \p scenario as runScenario describes, into \p result, \p labels
-/// and \p transitions.
 /// The divergence of an exception that escaped a call into a backend while
 /// \p scenario was where \p progress says (the current exception).
 Divergence escapedDivergence(const Scenario &scenario,
@@ -2477,6 +2483,8 @@ Divergence escapedDivergence(const Scenario &scenario,
   return d;
 }
 
+/// Runs \p scenario as runScenario describes, into \p result, \p labels
+/// and \p transitions, marking its \p progress.
 void runInto(const Scenario &scenario, const RunOptions &options,
              RunResult &result, LabelCounts &labels,
              TransitionCounts &transitions, Progress &progress) {
@@ -2530,9 +2538,7 @@ void runInto(const Scenario &scenario, const RunOptions &options,
     std::vector<Lane> lanes;
     // A parallel block may end each session in another linearization: each
     // then keeps a model of its own.
-    size_t sequential = scenario.commands.size();
-    while (sequential > 0 && scenario.commands[sequential - 1].branch != 0)
-      --sequential;
+    size_t sequential = sequentialLength(scenario);
     bool parallel = sequential < scenario.commands.size();
     for (auto &s : sessions) {
       std::vector<DeviceTraits> traits;
