@@ -12,9 +12,11 @@
 # the seed (default 1). The last line says what killed the mutant and when:
 #   mutant NAME killed by PROPERTY in MS ms; minimal scenario of N steps: FILE
 # A mutant whose call never returns, or that crashes, is killed when the
-# suite reports the step STUCK or CRASHED (the case up to it, not shrunk,
-# and no bound on its length) and the replay of that case ends the same way
-# on the mutant and passes on REFERENCE.
+# suite reports the step STUCK or CRASHED and shrinks the case in child
+# processes (drt-fuzz-to-scenario, which the suite turns into) to at most 8
+# steps, whose replay ends the same way on the mutant and passes on
+# REFERENCE. DRT_SELFTEST_STUCK_AFTER (seconds) is the suite's and the
+# replay's --stuck-after, for a mutant known to get stuck.
 set -u
 name=$1 backend=$2 reference=$3 framework=$4 work=$5 conformance=$6 replay=$7
 seed=${DRT_SELFTEST_SEED:-1}
@@ -35,8 +37,12 @@ start=$(date +%s%N)
 budget=()
 [[ -n ${DRT_SELFTEST_TIME_BUDGET:-} ]] &&
   budget=(--time-budget "$DRT_SELFTEST_TIME_BUDGET")
+stuck=()
+[[ -n ${DRT_SELFTEST_STUCK_AFTER:-} ]] &&
+  stuck=(--stuck-after "$DRT_SELFTEST_STUCK_AFTER")
 "${mutant_env[@]}" timeout 300 "$conformance" --backend "$backend" \
-  --seed "$seed" --fail-fast "${budget[@]}" --failures-dir "$work" > "$log" 2>&1
+  --seed "$seed" --fail-fast "${budget[@]}" "${stuck[@]}" \
+  --failures-dir "$work" > "$log" 2>&1
 rc=$?
 elapsed_ms=$(( ($(date +%s%N) - start) / 1000000 ))
 if [[ $rc -eq 0 ]]; then
@@ -44,8 +50,9 @@ if [[ $rc -eq 0 ]]; then
   exit 1
 fi
 # The replay command names the file, the backend and the configuration the
-# failure was found in (--param KEY=VALUE ...).
-line=$(grep -m1 -oE 'replay: drt-replay [^ ]+ --backend .*' "$log")
+# failure was found in (--param KEY=VALUE ...); of a stuck or crashed case,
+# the last one is the shrunk scenario's.
+line=$(grep -oE 'replay: drt-replay [^ ]+ --backend .*' "$log" | tail -n 1)
 if [[ -z $line ]]; then
   echo "mutant $name: the suite exited $rc without a replayable scenario"
   tail -n 20 "$log"
@@ -57,6 +64,7 @@ if ! grep -q -E '^  what: ' "$log"; then
   exit 1
 fi
 read -r -a replay_args <<< "${line#replay: drt-replay }"
+replay_args+=("${stuck[@]}")
 file=${replay_args[0]}
 # The same command with the reference backend in place of the mutant.
 reference_args=("${replay_args[@]}")
@@ -70,13 +78,19 @@ property=$(grep -m1 -E '^\[ *[0-9]+/[0-9]+\] [a-z-]+ on .*: FAILED' "$log" |
 steps=$(grep -m1 -oE 'minimal scenario \([0-9]+ steps' "$log" | grep -oE '[0-9]+')
 grep -m1 -A6 -E ': FAILED' "$log"
 # A step that never returned, or crashed, ends the run with the case up to
-# that step, not shrunk (smaller candidates need a process each).
+# that step, which the shrinker then shrinks a process per candidate.
 aborted=$(grep -m1 -oE '^[a-z-]+ on .*: (STUCK|CRASHED)' "$log")
 verdict=${aborted##*: }
 if [[ -n $aborted ]]; then
   property=${aborted%% *}
-  steps=$(grep -cvE '^(#|device |$)' "$file")
   grep -m1 -A8 -E ': (STUCK|CRASHED)' "$log"
+  if [[ $file != *-shrunk.scn ]]; then
+    echo "mutant $name: the $verdict case was not shrunk"
+    tail -n 20 "$log"
+    exit 1
+  fi
+  steps=$(grep -cvE '^(#|device |$)' "$file")
+  grep -m1 -B1 -A10 -E '^scenario \([0-9]+ commands' "$log"
 fi
 if "${mutant_env[@]}" "$replay" "${replay_args[@]}" \
   > "$work/replay-mutant.log" 2>&1; then
@@ -93,12 +107,8 @@ if ! "$replay" "${reference_args[@]}" > "$work/replay-reference.log" 2>&1; then
   cat "$work/replay-reference.log"
   exit 1
 fi
-if [[ -n $aborted ]]; then
-  echo "mutant $name $verdict in $property after ${elapsed_ms} ms; scenario of $steps steps (not shrunk): $file"
-  exit 0
-fi
 if [[ -z $steps || $steps -gt 8 ]]; then
   echo "mutant $name: the minimal scenario has ${steps:-an unknown number of} steps, more than 8"
   exit 1
 fi
-echo "mutant $name killed by $property in ${elapsed_ms} ms; minimal scenario of $steps steps: $file"
+echo "mutant $name killed by $property in ${elapsed_ms} ms; minimal scenario of $steps steps: $file${verdict:+ ($verdict; the time includes the shrinking)}"

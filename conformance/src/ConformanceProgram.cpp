@@ -25,6 +25,7 @@
 #include <iostream>
 #include <string>
 #include <string_view>
+#include <unistd.h>
 
 namespace drt::conformance {
 
@@ -39,6 +40,7 @@ const char *Usage =
     "                       [--report FILE] [--failures-dir DIR] "
     "[--fail-fast]\n"
     "                       [--census] [--plugin LIBRARY]...\n"
+    "                       [--stuck-after SECONDS] [--no-shrink-aborted]\n"
     "Runs the residency conformance properties on each backend, in each of\n"
     "the configurations its parameters declare worth testing (--list shows\n"
     "them). Each property runs cases for --time-budget seconds (default 0.5;\n"
@@ -55,7 +57,13 @@ const char *Usage =
     "classes, kinds, values, command pairs, states, faults, allocations). A\n"
     "run of every property fails when a size class, element kind or value\n"
     "class is never reached. --plugin LIBRARY (and DRT_PLUGINS, paths\n"
-    "separated by ':') loads a shared library that registers backends.\n";
+    "separated by ':') loads a shared library that registers backends.\n"
+    "A case whose step does not return for --stuck-after seconds (default:\n"
+    "twice the callback timeout, plus the linearizability budget, plus 10)\n"
+    "or that crashes the process ends the run: the case up to that step is\n"
+    "written, and the process turns into drt-fuzz-to-scenario, which shrinks\n"
+    "it with a process per candidate and exits with status 1\n"
+    "(--no-shrink-aborted: the command that would is printed instead).\n";
 
 /// '*' matches any run of characters; a pattern without '*' matches a
 /// substring. Several patterns may be separated by ':'.
@@ -197,6 +205,35 @@ bool writeFile(const std::string &program, const std::string &path,
 }
 
 /// The program; conformanceProgram adds the last-resort catch.
+/// \p settings' shrinker as a path to run: next to this program, where the
+/// build put it, or on PATH; "" when there is none.
+std::string findShrinker(const ProgramSettings &settings) {
+  const std::string &name = settings.shrinkProgram;
+  if (name.empty())
+    return "";
+  auto runnable = [](const std::filesystem::path &p) {
+    std::error_code error;
+    return std::filesystem::is_regular_file(p, error) &&
+           access(p.c_str(), X_OK) == 0;
+  };
+  std::error_code error;
+  std::filesystem::path self =
+      std::filesystem::read_symlink("/proc/self/exe", error);
+  if (!error && runnable(self.parent_path() / name))
+    return (self.parent_path() / name).string();
+  if (!settings.shrinkExecutable.empty() && runnable(settings.shrinkExecutable))
+    return settings.shrinkExecutable;
+  const char *path = std::getenv("PATH");
+  for (std::string_view dirs = path ? path : ""; !dirs.empty();) {
+    size_t colon = dirs.find(':');
+    std::string_view dir = dirs.substr(0, colon);
+    dirs = colon == std::string_view::npos ? "" : dirs.substr(colon + 1);
+    if (!dir.empty() && runnable(std::filesystem::path(dir) / name))
+      return (std::filesystem::path(dir) / name).string();
+  }
+  return "";
+}
+
 int run(int argc, char **argv, const ProgramSettings &settings) {
   const std::string &program = settings.name;
   std::string usage = "usage: " + program + Usage;
@@ -205,6 +242,8 @@ int run(int argc, char **argv, const ProgramSettings &settings) {
   long seed = 1, cases = 0, maxSteps = 40;
   double timeBudget = 0.5;
   bool failFast = false, printCensus = false, listRequested = false;
+  bool shrinkAborted = true;
+  long stuckAfterSeconds = 0;
   ParameterMap parameters;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -258,6 +297,10 @@ int run(int argc, char **argv, const ProgramSettings &settings) {
       failFast = true;
     else if (arg == "--census")
       printCensus = true;
+    else if (arg == "--stuck-after")
+      number(stuckAfterSeconds, 1, 3600);
+    else if (arg == "--no-shrink-aborted")
+      shrinkAborted = false;
     else if (arg == "--plugin")
       pluginPaths.push_back(value());
     else if (arg == "--param") {
@@ -287,6 +330,13 @@ int run(int argc, char **argv, const ProgramSettings &settings) {
   if (listRequested) {
     list();
     return 0;
+  }
+  std::vector<std::string> shrinkInPlace;
+  if (std::string shrinker = findShrinker(settings);
+      shrinkAborted && !shrinker.empty()) {
+    shrinkInPlace = {shrinker};
+    for (const LoadedPlugin &p : *plugins)
+      shrinkInPlace.insert(shrinkInPlace.end(), {"--plugin", p.path});
   }
 
   std::vector<std::string> backends;
@@ -439,6 +489,8 @@ int run(int argc, char **argv, const ProgramSettings &settings) {
       if (!settings.shrinkProgram.empty())
         options.shrinkProgram =
             settings.shrinkProgram + pluginOptions(*plugins);
+      options.shrinkInPlace = shrinkInPlace;
+      options.stuckAfterMs = unsigned(stuckAfterSeconds * 1000);
       std::vector<PropertyResult> rows =
           runPropertyInConfigurations(*f, options, configurations.at(b));
       ++done;

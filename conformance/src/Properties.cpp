@@ -10,10 +10,14 @@
 #include "drt/conformance/Shrink.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <optional>
+#include <unistd.h>
 
 namespace drt::conformance {
 
@@ -619,6 +623,34 @@ std::string replayCommand(const std::string &file,
 /// (configured), goes to a file with its replay command and the command
 /// that shrinks it in child processes, and the report to standard error.
 /// It is not shrunk here: the process is ending.
+/// Replaces the process with \p argv, whose environment is this one's with
+/// \p setting (NAME=VALUE) in place of NAME's. Called from a signal handler
+/// or with a thread stuck in the backend: the new program starts with no
+/// alarm and no blocked signal, as a fresh process would. Returns only when
+/// the program cannot be started, having said why.
+void replaceProcess(const std::vector<std::string> &argv,
+                    const std::string &setting) {
+  std::vector<char *> args;
+  for (const std::string &a : argv)
+    args.push_back(const_cast<char *>(a.c_str()));
+  args.push_back(nullptr);
+  std::string_view name(setting.data(), setting.find('=') + 1);
+  std::vector<char *> env;
+  for (char **e = environ; *e; ++e)
+    if (std::string_view(*e).substr(0, name.size()) != name)
+      env.push_back(*e);
+  env.push_back(const_cast<char *>(setting.c_str()));
+  env.push_back(nullptr);
+  std::fflush(nullptr);
+  alarm(0);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  execve(args[0], args.data(), env.data());
+  std::fprintf(stderr, "cannot start the shrinker %s: %s\n", args[0],
+               std::strerror(errno));
+}
+
 void reportAbortedCase(const AbortedStep &step, const PropertyFamily &family,
                        const PropertyOptions &options,
                        const PropertyResult &result, const RunOptions &run,
@@ -646,17 +678,42 @@ void reportAbortedCase(const AbortedStep &step, const PropertyFamily &family,
       "\n" + family.name + " on " + options.backend + " [" +
       result.configuration + "]: " + step.verdict() + " (case seed " +
       std::to_string(caseSeed) + ")\n" + report + "  scenario: " + file +
-      " (up to that step, not shrunk: smaller candidates need a process "
-      "each)\nreplay: " +
-      replay + "\n";
-  if (!options.shrinkProgram.empty())
-    text += "shrink: DRT_FUZZ_MAX_LIVE_BYTES=" +
-            std::to_string(makeInputSpace().maxLiveBytes) + " " +
-            options.shrinkProgram + " " + file + " --backend " +
-            options.backend + against + " --max-commands " +
-            std::to_string(std::max<size_t>(prefix.commands.size(), 1)) +
-            " --out " + dir + " (each candidate in a process of its own)\n";
+      (options.shrinkInPlace.empty()
+           ? " (up to that step, not shrunk: smaller candidates need a "
+             "process each)"
+           : " (up to that step)") +
+      "\nreplay: " + replay + "\n";
+  // The shrinker decodes the case as a fuzz input: within these bounds.
+  std::string liveBytes = "DRT_FUZZ_MAX_LIVE_BYTES=" +
+                          std::to_string(makeInputSpace().maxLiveBytes);
+  std::string maxCommands =
+      std::to_string(std::max<size_t>(prefix.commands.size(), 1));
+  if (!options.shrinkProgram.empty() && options.shrinkInPlace.empty())
+    text += "shrink: " + liveBytes + " " + options.shrinkProgram + " " + file +
+            " --backend " + options.backend + against + " --max-commands " +
+            maxCommands + " --out " + dir +
+            " (each candidate in a process of its own)\n";
   std::fputs(text.c_str(), stderr);
+  if (options.shrinkInPlace.empty())
+    return;
+  std::vector<std::string> argv = options.shrinkInPlace;
+  std::string stem = file.substr(file.rfind('/') + 1);
+  stem = stem.substr(0, stem.size() - std::string_view(".scn").size());
+  for (std::string arg :
+       {file, std::string("--backend"), options.backend,
+        std::string("--max-commands"), maxCommands, std::string("--out"), dir,
+        std::string("--name"), stem + "-shrunk", std::string("--found-status"),
+        std::string("1")})
+    argv.push_back(std::move(arg));
+  if (!options.against.empty())
+    argv.insert(argv.end(), {"--against", options.against});
+  // Its first run need not wait longer than this run did to call it stuck.
+  if (options.stuckAfterMs)
+    argv.insert(argv.end(),
+                {"--stuck-after-ms", std::to_string(options.stuckAfterMs)});
+  std::fprintf(stderr, "shrinking it, each candidate in a process of its own:"
+                       "\n");
+  replaceProcess(argv, liveBytes);
 }
 
 /// Runs \p row's cases until \p done() says the round is over or a case
@@ -919,6 +976,7 @@ runPropertyInConfigurations(const PropertyFamily &family,
   run.backend = options.backend;
   run.against = options.against;
   run.askDevicesFromCallbacks = family.asksDevicesFromCallbacks;
+  run.stuckAfterMs = options.stuckAfterMs;
   // A round that passes without reaching every key state is followed by
   // more rounds, so that coverage does not hinge on a few cases; a single
   // shard sees only part of the cases and runs one.

@@ -29,6 +29,7 @@ const char *Usage =
     " FILE --backend NAME [--against NAME]\n"
     "                  [--param KEY=VALUE]... [--plugin LIBRARY]... [--trace]\n"
     "                  [--repeat N] [--ask-devices-from-callbacks]\n"
+    "                  [--stuck-after SECONDS]\n"
     "Runs the scenario in FILE on backend NAME and compares it with the\n"
     "reference model after every step; exits 0 when it passes, 1 on a\n"
     "divergence, 2 on a usage, plugin, parse or setup error, 3 on an\n"
@@ -45,7 +46,10 @@ const char *Usage =
     "the interleavings of a parallel block vary from run to run.\n"
     "--ask-devices-from-callbacks has the first callback of each kind of\n"
     "operation on each device ask the device for its accounting from another\n"
-    "thread: a device that cannot answer holds a lock across its callback.\n";
+    "thread: a device that cannot answer holds a lock across its callback.\n"
+    "--stuck-after SECONDS: a step that makes no progress for that long\n"
+    "(default: twice the callback timeout, plus the linearizability budget,\n"
+    "plus 10) is reported STUCK, and the program exits with 1.\n";
 
 std::string registeredBackends() {
   std::string out;
@@ -135,6 +139,7 @@ int run(int argc, char **argv, const ProgramSettings &settings) {
   bool trace = false;
   bool askDevices = false;
   long repeat = 1;
+  long stuckAfterSeconds = 0;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     bool hasValue = i + 1 < argc;
@@ -163,6 +168,14 @@ int run(int argc, char **argv, const ProgramSettings &settings) {
       if (!parseInt(v, repeat) || repeat < 1 || repeat > 100000) {
         std::cerr << program << ": --repeat expects a number from 1 to "
                   << "100000, got '" << v << "'\n";
+        return 2;
+      }
+    } else if (arg == "--stuck-after" && hasValue) {
+      const char *v = argv[++i];
+      if (!parseInt(v, stuckAfterSeconds) || stuckAfterSeconds < 1 ||
+          stuckAfterSeconds > 3600) {
+        std::cerr << program << ": --stuck-after expects seconds from 1 to "
+                  << "3600, got '" << v << "'\n";
         return 2;
       }
     } else if (arg.rfind("--", 0) != 0 && file.empty()) {
@@ -235,6 +248,7 @@ int run(int argc, char **argv, const ProgramSettings &settings) {
   options.backend = backend;
   options.against = against;
   options.askDevicesFromCallbacks = askDevices;
+  options.stuckAfterMs = unsigned(stuckAfterSeconds * 1000);
   if (trace)
     options.trace = [](const std::string &line) { std::cout << line << "\n"; };
   // The scenario is the file's: the report names the step.

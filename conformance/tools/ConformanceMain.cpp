@@ -7,7 +7,13 @@
 //===----------------------------------------------------------------------===//
 #include "drt/conformance/Programs.h"
 
+// The build tree's shrinker, for a drt-conformance run where it was built.
+#ifndef DRT_SHRINK_EXECUTABLE
+#define DRT_SHRINK_EXECUTABLE ""
+#endif
+
 int main(int argc, char **argv) {
   return drt::conformance::conformanceProgram(
-      argc, argv, {"", "drt-replay", "drt-fuzz-to-scenario"});
+      argc, argv,
+      {"", "drt-replay", "drt-fuzz-to-scenario", DRT_SHRINK_EXECUTABLE});
 }

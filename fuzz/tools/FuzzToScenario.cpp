@@ -21,7 +21,9 @@
 // fork after POCL has started can hang); a divergence is then shrunk in
 // this process, a crash with a child process per candidate.
 //
-// Exit status: 0 when a failing scenario was written, 3 when the input does
+// Exit status: 0 when a failing scenario was written (--found-status N: N,
+// for a caller whose own status must say that something failed, as
+// drt-conformance's after a stuck or crashed case), 3 when the input does
 // not fail here (nothing written), 2 on bad usage or an input that decodes
 // to no scenario.
 //
@@ -35,6 +37,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
@@ -75,7 +78,7 @@ int usage() {
       << "usage: drt-fuzz-to-scenario INPUT [--target residency|differential]"
          " [--backend NAME] [--against NAME] [--max-commands N] [--out DIR]"
          " [--name NAME] [--shrink-seconds S] [--no-shrink]"
-         " [--plugin LIBRARY]...\n";
+         " [--found-status N] [--stuck-after-ms MS] [--plugin LIBRARY]...\n";
   return 2;
 }
 
@@ -232,6 +235,7 @@ int main(int argc, char **argv) {
   double shrinkSeconds = 60;
   bool runOne = false;
   unsigned stuckAfterMs = 0;
+  int foundStatus = 0;
   // The plugins given here; DRT_PLUGINS reaches a child by its environment.
   std::vector<std::string> plugins;
   for (int i = 1; i < argc; ++i) {
@@ -258,6 +262,12 @@ int main(int argc, char **argv) {
       shrink = false;
     } else if (arg == "--plugin" && hasValue) {
       plugins.push_back(argv[++i]);
+    } else if (arg == "--found-status" && hasValue) {
+      char *end = nullptr;
+      long status = std::strtol(argv[++i], &end, 10);
+      if (!end || *end || status < 0 || status > 125)
+        return usage();
+      foundStatus = int(status);
     } else if (arg == "--stuck-after-ms" && hasValue) {
       stuckAfterMs = unsigned(std::strtoul(argv[++i], nullptr, 10));
     } else if (arg == "--run-scenario" && hasValue) {
@@ -341,7 +351,9 @@ int main(int argc, char **argv) {
 
   // How does it fail? Found out in a child, before any backend starts here.
   std::string log = file + ".log";
-  ChildRun first = runInChild(file, setup, plugins, log);
+  // The first run tells a stuck step from a slow one as the runner does,
+  // or within --stuck-after-ms when the caller knows better.
+  ChildRun first = runInChild(file, setup, plugins, log, stuckAfterMs);
   if (first.kind == ChildRun::Kind::Passed ||
       first.kind == ChildRun::Kind::NotRun) {
     std::cerr << "drt-fuzz-to-scenario: the scenario "
@@ -435,6 +447,6 @@ int main(int argc, char **argv) {
             << (crashed && !stuck ? failure + "\n" : failure) << "scenario ("
             << minimal.commands.size() << " commands, " << shrunk.attempts
             << " shrink candidates run): " << file << "\n"
-            << "replay: " << replay << "\n";
-  return 0;
+            << printScenario(minimal) << "replay: " << replay << "\n";
+  return foundStatus;
 }

@@ -107,6 +107,15 @@ struct PropertyOptions {
   /// The same for the command that shrinks a case whose step got stuck or
   /// crashed in child processes (drt-fuzz-to-scenario); empty: none.
   std::string shrinkProgram;
+  /// The shrinker's executable and the options it needs before the file
+  /// ("--plugin LIBRARY" for each plugin): when set, a case whose step got
+  /// stuck or crashed is written, and then the process replaces itself with
+  /// the shrinker (execve), which shrinks the case in child processes,
+  /// prints the minimal scenario and exits with status 1. Empty: the case is
+  /// written and the shrink command printed.
+  std::vector<std::string> shrinkInPlace;
+  /// RunOptions::stuckAfterMs of every case (0: the runner's default).
+  unsigned stuckAfterMs = 0;
 };
 
 /// The outcome of one family on one backend in one configuration.
