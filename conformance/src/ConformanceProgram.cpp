@@ -7,11 +7,13 @@
 //===----------------------------------------------------------------------===//
 #include "ProgramSupport.h"
 #include "drt/BackendRegistry.h"
+#include "drt/conformance/ChildRuns.h"
 #include "drt/conformance/Configuration.h"
 #include "drt/conformance/Plugins.h"
 #include "drt/conformance/Programs.h"
 #include "drt/conformance/Properties.h"
 #include "drt/conformance/Report.h"
+#include "drt/conformance/ScenarioText.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -23,6 +25,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <unistd.h>
@@ -61,9 +64,10 @@ const char *Usage =
     "A case whose step does not return for --stuck-after seconds (default:\n"
     "twice the callback timeout, plus the linearizability budget, plus 10)\n"
     "or that crashes the process ends the run: the case up to that step is\n"
-    "written, and the process turns into drt-fuzz-to-scenario, which shrinks\n"
-    "it with a process per candidate and exits with status 1\n"
-    "(--no-shrink-aborted: the command that would is printed instead).\n";
+    "written, and the process turns into this program with --shrink-aborted\n"
+    "FILE --backend NAME [--against NAME] [--stuck-after-ms MS], which\n"
+    "shrinks it with a process per candidate, writes FILE-shrunk.scn and\n"
+    "exits with status 1 (--no-shrink-aborted prints that command instead).\n";
 
 /// '*' matches any run of characters; a pattern without '*' matches a
 /// substring. Several patterns may be separated by ':'.
@@ -205,36 +209,136 @@ bool writeFile(const std::string &program, const std::string &path,
 }
 
 /// The program; conformanceProgram adds the last-resort catch.
-/// \p settings' shrinker as a path to run: next to this program, where the
-/// build put it, or on PATH; "" when there is none.
-std::string findShrinker(const ProgramSettings &settings) {
-  const std::string &name = settings.shrinkProgram;
-  if (name.empty())
-    return "";
-  auto runnable = [](const std::filesystem::path &p) {
-    std::error_code error;
-    return std::filesystem::is_regular_file(p, error) &&
-           access(p.c_str(), X_OK) == 0;
-  };
-  std::error_code error;
-  std::filesystem::path self =
-      std::filesystem::read_symlink("/proc/self/exe", error);
-  if (!error && runnable(self.parent_path() / name))
-    return (self.parent_path() / name).string();
-  if (!settings.shrinkExecutable.empty() && runnable(settings.shrinkExecutable))
-    return settings.shrinkExecutable;
-  const char *path = std::getenv("PATH");
-  for (std::string_view dirs = path ? path : ""; !dirs.empty();) {
-    size_t colon = dirs.find(':');
-    std::string_view dir = dirs.substr(0, colon);
-    dirs = colon == std::string_view::npos ? "" : dirs.substr(colon + 1);
-    if (!dir.empty() && runnable(std::filesystem::path(dir) / name))
-      return (std::filesystem::path(dir) / name).string();
+/// The option a process whose case got stuck or crashed turns into (see
+/// PropertyOptions::shrinkInPlace).
+constexpr const char *ShrinkAbortedOption = "--shrink-aborted";
+
+/// ShrinkAbortedOption: shrinks the case in \p file, which got stuck or
+/// crashed on \p children's backend, with a child process per candidate,
+/// writes the minimal scenario beside it (...-shrunk.scn) and prints it.
+/// Returns 1: the case failed, shrunk or not.
+int shrinkAbortedCase(const ProgramSettings &settings, const std::string &file,
+                      const ChildRunner &children, unsigned stuckAfterMs,
+                      const std::vector<LoadedPlugin> &plugins) {
+  const std::string &program = settings.name;
+  std::ifstream in(file, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  ParseResult parsed = parseScenario(text.str());
+  if (!in || std::holds_alternative<ParseError>(parsed)) {
+    std::cerr << program << ": cannot shrink " << file << ": "
+              << (!in ? std::string("cannot read it")
+                      : std::get<ParseError>(parsed).toString())
+              << "\n";
+    return 1;
   }
-  return "";
+  const Scenario &scenario = std::get<Scenario>(parsed);
+  ChildRun first = runScenarioInChild(children, file, stuckAfterMs);
+  std::error_code ignored;
+  if (first.kind != ChildRun::Kind::Crashed &&
+      first.kind != ChildRun::Kind::Hung &&
+      first.kind != ChildRun::Kind::Stuck) {
+    std::cerr << program << ": " << file
+              << " did not crash or get stuck again in a child process ("
+              << (first.kind == ChildRun::Kind::Passed     ? "it passed"
+                  : first.kind == ChildRun::Kind::Diverged ? "it diverged"
+                                                           : first.detail)
+              << "): it stays unshrunk\n";
+    std::filesystem::remove(children.log, ignored);
+    return 1;
+  }
+  std::string failure;
+  ShrinkResult shrunk = shrinkInChildren(scenario, children, first,
+                                         file + ".candidate", {}, failure);
+  std::filesystem::remove(children.log, ignored);
+  std::string stem = file.size() > 4 && file.ends_with(".scn")
+                         ? file.substr(0, file.size() - 4)
+                         : file;
+  std::string out = stem + "-shrunk.scn";
+  std::string replay =
+      settings.replayProgram + pluginOptions(plugins) + " " + out +
+      " --backend " + children.backend +
+      (children.against.empty() ? "" : " --against " + children.against);
+  std::string minimal = printScenario(shrunk.scenario);
+  std::ofstream written(out, std::ios::binary | std::ios::trunc);
+  written << "# " << file << " (" << scenario.commands.size()
+          << " commands) shrunk in child processes to "
+          << shrunk.scenario.commands.size() << "\n"
+          << commentLines(failure) << "# replay: " << replay << "\n"
+          << minimal;
+  written.close();
+  if (!written) {
+    std::cerr << program << ": cannot write " << out << "\n";
+    return 1;
+  }
+  std::cout << "minimal scenario (" << shrunk.scenario.commands.size()
+            << " steps after " << shrunk.attempts
+            << " candidates, each in a process of its own):\n"
+            << minimal << "  scenario: " << out << "\nreplay: " << replay
+            << "\n";
+  return 1;
+}
+
+/// The modes this program starts itself in: RunScenarioOption (a child run
+/// of a scenario, drt/conformance/ChildRuns.h) and ShrinkAbortedOption.
+/// Both take FILE --backend NAME [--against NAME] [--stuck-after-ms MS]
+/// [--plugin LIBRARY]...
+int runStartedByItself(int argc, char **argv, const ProgramSettings &settings) {
+  const std::string &program = settings.name;
+  std::string mode = argv[1], file;
+  ChildRunner children;
+  std::vector<std::string> pluginPaths = pluginsFromEnvironment();
+  long stuckAfterMs = 0;
+  for (int i = 2; i < argc; ++i) {
+    std::string arg = argv[i];
+    bool hasValue = i + 1 < argc;
+    if (arg == "--backend" && hasValue) {
+      children.backend = argv[++i];
+    } else if (arg == "--against" && hasValue) {
+      children.against = argv[++i];
+    } else if (arg == "--plugin" && hasValue) {
+      children.plugins.push_back(argv[++i]);
+    } else if (arg == "--stuck-after-ms" && hasValue) {
+      const char *v = argv[++i];
+      if (!parseInt(v, stuckAfterMs) || stuckAfterMs < 1 ||
+          stuckAfterMs > 3600000) {
+        std::cerr << program << ": --stuck-after-ms expects a number from 1 "
+                  << "to 3600000, got '" << v << "'\n";
+        return 2;
+      }
+    } else if (file.empty() && arg.rfind("--", 0) != 0) {
+      file = arg;
+    } else {
+      std::cerr << program << " " << mode << ": unexpected argument '" << arg
+                << "'\n";
+      return 2;
+    }
+  }
+  if (file.empty() || children.backend.empty()) {
+    std::cerr << program << " " << mode
+              << ": needs FILE --backend NAME [--against NAME] "
+                 "[--stuck-after-ms MS] [--plugin LIBRARY]...\n";
+    return 2;
+  }
+  pluginPaths.insert(pluginPaths.end(), children.plugins.begin(),
+                     children.plugins.end());
+  auto plugins = loadBackendPlugins(pluginPaths);
+  if (!plugins) {
+    std::cerr << program << ": " << plugins.takeError().message() << "\n";
+    return 2;
+  }
+  if (mode == RunScenarioOption)
+    return runScenarioAsChild(file, children.backend, children.against,
+                              unsigned(stuckAfterMs));
+  children.log = file + ".log";
+  return shrinkAbortedCase(settings, file, children, unsigned(stuckAfterMs),
+                           *plugins);
 }
 
 int run(int argc, char **argv, const ProgramSettings &settings) {
+  if (argc > 1 && (std::string_view(argv[1]) == RunScenarioOption ||
+                   std::string_view(argv[1]) == ShrinkAbortedOption))
+    return runStartedByItself(argc, argv, settings);
   const std::string &program = settings.name;
   std::string usage = "usage: " + program + Usage;
   std::string backend = "all", against, filter, junit, report, failuresDir;
@@ -331,10 +435,10 @@ int run(int argc, char **argv, const ProgramSettings &settings) {
     list();
     return 0;
   }
+  // A stuck or crashed case is shrunk by this very program, started again.
   std::vector<std::string> shrinkInPlace;
-  if (std::string shrinker = findShrinker(settings);
-      shrinkAborted && !shrinker.empty()) {
-    shrinkInPlace = {shrinker};
+  if (shrinkAborted) {
+    shrinkInPlace = {"/proc/self/exe", ShrinkAbortedOption};
     for (const LoadedPlugin &p : *plugins)
       shrinkInPlace.insert(shrinkInPlace.end(), {"--plugin", p.path});
   }
@@ -486,9 +590,8 @@ int run(int argc, char **argv, const ProgramSettings &settings) {
       options.parameters = BackendRegistry::parametersFor(b, parameters);
       options.failFast = failFast;
       options.replayProgram = settings.replayProgram + pluginOptions(*plugins);
-      if (!settings.shrinkProgram.empty())
-        options.shrinkProgram =
-            settings.shrinkProgram + pluginOptions(*plugins);
+      options.shrinkProgram = std::string(argv[0]) + " " + ShrinkAbortedOption +
+                              pluginOptions(*plugins);
       options.shrinkInPlace = shrinkInPlace;
       options.stuckAfterMs = unsigned(stuckAfterSeconds * 1000);
       std::vector<PropertyResult> rows =

@@ -595,18 +595,6 @@ std::string scenarioFileName(const PropertyFamily &family,
   return file;
 }
 
-/// "# LINE" for every line of \p text: a report in a scenario file's header.
-std::string commentLines(const std::string &text) {
-  std::string out;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t nl = text.find('\n', pos);
-    out += "# " + text.substr(pos, nl - pos) + "\n";
-    pos = nl == std::string::npos ? text.size() : nl + 1;
-  }
-  return out;
-}
-
 /// The command that replays scenario \p file as \p options and \p run ran
 /// it, with \p parameters (" --param KEY=VALUE ...") after the backends.
 std::string replayCommand(const std::string &file,
@@ -618,52 +606,39 @@ std::string replayCommand(const std::string &file,
          (run.askDevicesFromCallbacks ? " --ask-devices-from-callbacks" : "");
 }
 
-/// Reports a case of \p family whose step the process cannot come back from
-/// (AbortedStep: stuck, or crashed): the scenario up to that step, as it ran
-/// (configured), goes to a file with its replay command and the command
-/// that shrinks it in child processes, and the report to standard error.
-/// It is not shrunk here: the process is ending.
-/// Replaces the process with \p argv, whose environment is this one's with
-/// \p setting (NAME=VALUE) in place of NAME's. Called from a signal handler
+/// Replaces the process with \p argv (execv). Called from a signal handler
 /// or with a thread stuck in the backend: the new program starts with no
 /// alarm and no blocked signal, as a fresh process would. Returns only when
 /// the program cannot be started, having said why.
-void replaceProcess(const std::vector<std::string> &argv,
-                    const std::string &setting) {
+void replaceProcess(const std::vector<std::string> &argv) {
   std::vector<char *> args;
   for (const std::string &a : argv)
     args.push_back(const_cast<char *>(a.c_str()));
   args.push_back(nullptr);
-  std::string_view name(setting.data(), setting.find('=') + 1);
-  std::vector<char *> env;
-  for (char **e = environ; *e; ++e)
-    if (std::string_view(*e).substr(0, name.size()) != name)
-      env.push_back(*e);
-  env.push_back(const_cast<char *>(setting.c_str()));
-  env.push_back(nullptr);
   std::fflush(nullptr);
   alarm(0);
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
-  execve(args[0], args.data(), env.data());
-  std::fprintf(stderr, "cannot start the shrinker %s: %s\n", args[0],
+  execv(args[0], args.data());
+  std::fprintf(stderr, "cannot start %s to shrink the case: %s\n", args[0],
                std::strerror(errno));
 }
 
+/// Reports a case of \p family whose step the process cannot come back from
+/// (AbortedStep: stuck, or crashed): the scenario up to that step, as it ran
+/// (configured), goes to a file with its replay command, and the report to
+/// standard error. It cannot be shrunk here: the process then turns into
+/// the program that shrinks it in child processes (shrinkInPlace), or, when
+/// there is none, prints the command that does.
 void reportAbortedCase(const AbortedStep &step, const PropertyFamily &family,
                        const PropertyOptions &options,
                        const PropertyResult &result, const RunOptions &run,
                        uint64_t caseSeed) {
   std::string file = scenarioFileName(family, options, result,
                                       step.signal ? "-crashed" : "-stuck");
-  std::string dir =
-      options.failureDirectory.empty() ? "." : options.failureDirectory;
-  std::string against =
-      options.against.empty() ? "" : " --against " + options.against;
   std::string replay = replayCommand(file, options, run, "");
   std::string report = step.toString();
-  Scenario prefix = step.prefix();
   {
     std::ofstream out(file);
     out << "# a scenario of property '" << family.name << "' on backend '"
@@ -672,48 +647,35 @@ void reportAbortedCase(const AbortedStep &step, const PropertyFamily &family,
         << "), up to the step that "
         << (step.signal ? "crashed" : "never returned")
         << " (not shrunk)\n# replay: " << replay << "\n";
-    out << commentLines(report) << printScenario(prefix);
+    out << commentLines(report) << printScenario(step.prefix());
   }
-  std::string text =
-      "\n" + family.name + " on " + options.backend + " [" +
-      result.configuration + "]: " + step.verdict() + " (case seed " +
-      std::to_string(caseSeed) + ")\n" + report + "  scenario: " + file +
-      (options.shrinkInPlace.empty()
-           ? " (up to that step, not shrunk: smaller candidates need a "
-             "process each)"
-           : " (up to that step)") +
-      "\nreplay: " + replay + "\n";
-  // The shrinker decodes the case as a fuzz input: within these bounds.
-  std::string liveBytes = "DRT_FUZZ_MAX_LIVE_BYTES=" +
-                          std::to_string(makeInputSpace().maxLiveBytes);
-  std::string maxCommands =
-      std::to_string(std::max<size_t>(prefix.commands.size(), 1));
-  if (!options.shrinkProgram.empty() && options.shrinkInPlace.empty())
-    text += "shrink: " + liveBytes + " " + options.shrinkProgram + " " + file +
-            " --backend " + options.backend + against + " --max-commands " +
-            maxCommands + " --out " + dir +
-            " (each candidate in a process of its own)\n";
+  // What the shrinker is given after its own command.
+  std::vector<std::string> arguments = {file, "--backend", options.backend};
+  if (!options.against.empty())
+    arguments.insert(arguments.end(), {"--against", options.against});
+  // Its first run need not wait longer than this run did to call it stuck.
+  if (options.stuckAfterMs)
+    arguments.insert(arguments.end(), {"--stuck-after-ms",
+                                       std::to_string(options.stuckAfterMs)});
+  std::string text = "\n" + family.name + " on " + options.backend + " [" +
+                     result.configuration + "]: " + step.verdict() +
+                     " (case seed " + std::to_string(caseSeed) + ")\n" +
+                     report + "  scenario: " + file +
+                     " (up to that step)\nreplay: " + replay + "\n";
+  if (options.shrinkInPlace.empty() && !options.shrinkProgram.empty()) {
+    text += "shrink: " + options.shrinkProgram;
+    for (const std::string &a : arguments)
+      text += " " + a;
+    text += " (each candidate in a process of its own)\n";
+  }
+  if (!options.shrinkInPlace.empty())
+    text += "shrinking it, each candidate in a process of its own\n";
   std::fputs(text.c_str(), stderr);
   if (options.shrinkInPlace.empty())
     return;
   std::vector<std::string> argv = options.shrinkInPlace;
-  std::string stem = file.substr(file.rfind('/') + 1);
-  stem = stem.substr(0, stem.size() - std::string_view(".scn").size());
-  for (std::string arg :
-       {file, std::string("--backend"), options.backend,
-        std::string("--max-commands"), maxCommands, std::string("--out"), dir,
-        std::string("--name"), stem + "-shrunk", std::string("--found-status"),
-        std::string("1")})
-    argv.push_back(std::move(arg));
-  if (!options.against.empty())
-    argv.insert(argv.end(), {"--against", options.against});
-  // Its first run need not wait longer than this run did to call it stuck.
-  if (options.stuckAfterMs)
-    argv.insert(argv.end(),
-                {"--stuck-after-ms", std::to_string(options.stuckAfterMs)});
-  std::fprintf(stderr, "shrinking it, each candidate in a process of its own:"
-                       "\n");
-  replaceProcess(argv, liveBytes);
+  argv.insert(argv.end(), arguments.begin(), arguments.end());
+  replaceProcess(argv);
 }
 
 /// Runs \p row's cases until \p done() says the round is over or a case

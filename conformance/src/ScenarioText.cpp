@@ -751,6 +751,17 @@ std::string printCommand(const Command &c) {
   return s;
 }
 
+std::string commentLines(const std::string &text) {
+  std::string out;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t nl = text.find('\n', pos);
+    out += "# " + text.substr(pos, nl - pos) + "\n";
+    pos = nl == std::string::npos ? text.size() : nl + 1;
+  }
+  return out;
+}
+
 std::string printScenario(const Scenario &scenario) {
   std::string out;
   for (const DeviceSpec &d : scenario.devices)

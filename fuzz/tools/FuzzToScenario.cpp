@@ -21,64 +21,38 @@
 // fork after POCL has started can hang); a divergence is then shrunk in
 // this process, a crash with a child process per candidate.
 //
-// Exit status: 0 when a failing scenario was written (--found-status N: N,
-// for a caller whose own status must say that something failed, as
-// drt-conformance's after a stuck or crashed case), 3 when the input does
+// Exit status: 0 when a failing scenario was written, 3 when the input does
 // not fail here (nothing written), 2 on bad usage or an input that decodes
 // to no scenario.
 //
 //===----------------------------------------------------------------------===//
+#include "drt/conformance/ChildRuns.h"
 #include "drt/conformance/Plugins.h"
 #include "drt/conformance/Runner.h"
 #include "drt/conformance/ScenarioText.h"
 #include "drt/conformance/Shrink.h"
 #include "drt/fuzz/FuzzInput.h"
 
-#include <chrono>
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <spawn.h>
 #include <sstream>
-#include <sys/wait.h>
-#include <thread>
-#include <unistd.h>
 
 using namespace drt::conformance;
 using namespace drt::fuzz;
 namespace fs = std::filesystem;
 
-extern char **environ;
-
 namespace {
-
-/// Exit statuses of --run-scenario.
-constexpr int PassedStatus = 0;
-constexpr int DivergedStatus = 3;
-constexpr int NotRunStatus = 4;
-constexpr int StuckStatus = 5;
-
-/// How long a shrink candidate of a stuck scenario may go without progress
-/// before it counts as stuck too (RunOptions::stuckAfterMs): a step that
-/// never returns shows within it, where the first run waits the runner's
-/// default (about 31 s) to tell it from a slow step.
-constexpr unsigned CandidateStuckAfterMs = 2000;
-
-/// Most seconds one child run may take before it counts as a hang (the
-/// runner's own watchdog ends a blocked step after about 11 s).
-constexpr int ChildTimeoutSeconds = 60;
 
 int usage() {
   std::cerr
       << "usage: drt-fuzz-to-scenario INPUT [--target residency|differential]"
          " [--backend NAME] [--against NAME] [--max-commands N] [--out DIR]"
          " [--name NAME] [--shrink-seconds S] [--no-shrink]"
-         " [--found-status N] [--stuck-after-ms MS] [--plugin LIBRARY]...\n";
+         " [--stuck-after-ms MS] [--plugin LIBRARY]...\n";
   return 2;
 }
 
@@ -88,125 +62,6 @@ std::string readFile(const std::string &path, bool &ok) {
   std::stringstream bytes;
   bytes << in.rdbuf();
   return bytes.str();
-}
-
-/// "# LINE" for every line of \p text.
-std::string commented(const std::string &text) {
-  std::string out;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t nl = text.find('\n', pos);
-    out += "# " + text.substr(pos, nl - pos) + "\n";
-    pos = nl == std::string::npos ? text.size() : nl + 1;
-  }
-  return out;
-}
-
-/// --run-scenario FILE --backend B [--against A] [--stuck-after-ms MS]:
-/// runs a scenario file and answers with the exit status alone (a step
-/// that never returns: StuckStatus, after the runner's report).
-int runScenarioFile(const std::string &file, const std::string &backend,
-                    const std::string &against, unsigned stuckAfterMs) {
-  bool ok = false;
-  std::string text = readFile(file, ok);
-  ParseResult parsed = parseScenario(text);
-  if (!ok || std::holds_alternative<ParseError>(parsed))
-    return NotRunStatus;
-  RunOptions options;
-  options.backend = backend;
-  options.against = against;
-  options.stuckAfterMs = stuckAfterMs;
-  options.reportAborted = [](const AbortedStep &stuck) {
-    std::cerr << "stuck at " << stuck.toString() << std::flush;
-    if (!stuck.signal)
-      std::_Exit(StuckStatus);
-  };
-  RunResult r = runScenario(std::get<Scenario>(parsed), options);
-  if (!r.setupError.empty())
-    return NotRunStatus;
-  return r.divergence ? DivergedStatus : PassedStatus;
-}
-
-/// How a child run of a scenario ended.
-struct ChildRun {
-  enum class Kind { Passed, Diverged, NotRun, Crashed, Hung, Stuck } kind;
-  /// For a crash: the signal or exit status, and the sanitizer's summary
-  /// line when there is one.
-  std::string detail;
-};
-
-/// Runs \p file in a child process (this program, --run-scenario); its
-/// output goes to \p log; \p stuckAfterMs: its RunOptions::stuckAfterMs.
-ChildRun runInChild(const std::string &file, const FuzzSetup &setup,
-                    const std::vector<std::string> &plugins,
-                    const std::string &log, unsigned stuckAfterMs = 0) {
-  std::vector<std::string> args = {"/proc/self/exe", "--run-scenario", file,
-                                   "--backend", setup.backend};
-  for (const std::string &plugin : plugins) {
-    args.push_back("--plugin");
-    args.push_back(plugin);
-  }
-  if (!setup.against.empty()) {
-    args.push_back("--against");
-    args.push_back(setup.against);
-  }
-  if (stuckAfterMs) {
-    args.push_back("--stuck-after-ms");
-    args.push_back(std::to_string(stuckAfterMs));
-  }
-  std::vector<char *> argv;
-  for (std::string &a : args)
-    argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-  pid_t pid = 0;
-  int spawned =
-      posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (spawned != 0)
-    return {ChildRun::Kind::NotRun,
-            std::string("cannot start a child: ") + std::strerror(spawned)};
-  int status = 0;
-  auto deadline = std::chrono::steady_clock::now() +
-                  std::chrono::seconds(ChildTimeoutSeconds);
-  while (waitpid(pid, &status, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      return {ChildRun::Kind::Hung,
-              "no end after " + std::to_string(ChildTimeoutSeconds) + " s"};
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  if (WIFEXITED(status) && WEXITSTATUS(status) == PassedStatus)
-    return {ChildRun::Kind::Passed, ""};
-  if (WIFEXITED(status) && WEXITSTATUS(status) == DivergedStatus)
-    return {ChildRun::Kind::Diverged, ""};
-  if (WIFEXITED(status) && WEXITSTATUS(status) == NotRunStatus)
-    return {ChildRun::Kind::NotRun, "the scenario did not start"};
-  if (WIFEXITED(status) && WEXITSTATUS(status) == StuckStatus) {
-    bool ok = false;
-    std::string report = readFile(log, ok);
-    size_t at = report.find("stuck at ");
-    return {ChildRun::Kind::Stuck, at == std::string::npos
-                                       ? "a step never returned"
-                                       : report.substr(at)};
-  }
-  std::string detail =
-      WIFSIGNALED(status)
-          ? "killed by signal " + std::to_string(WTERMSIG(status)) + " (" +
-                strsignal(WTERMSIG(status)) + ")"
-          : "exited with status " + std::to_string(WEXITSTATUS(status));
-  bool ok = false;
-  std::istringstream lines(readFile(log, ok));
-  for (std::string line; std::getline(lines, line);)
-    if (line.rfind("SUMMARY: ", 0) == 0)
-      detail += "; " + line;
-  return {ChildRun::Kind::Crashed, detail};
 }
 
 std::string hashName(const std::string &bytes) {
@@ -235,7 +90,6 @@ int main(int argc, char **argv) {
   double shrinkSeconds = 60;
   bool runOne = false;
   unsigned stuckAfterMs = 0;
-  int foundStatus = 0;
   // The plugins given here; DRT_PLUGINS reaches a child by its environment.
   std::vector<std::string> plugins;
   for (int i = 1; i < argc; ++i) {
@@ -262,15 +116,9 @@ int main(int argc, char **argv) {
       shrink = false;
     } else if (arg == "--plugin" && hasValue) {
       plugins.push_back(argv[++i]);
-    } else if (arg == "--found-status" && hasValue) {
-      char *end = nullptr;
-      long status = std::strtol(argv[++i], &end, 10);
-      if (!end || *end || status < 0 || status > 125)
-        return usage();
-      foundStatus = int(status);
     } else if (arg == "--stuck-after-ms" && hasValue) {
       stuckAfterMs = unsigned(std::strtoul(argv[++i], nullptr, 10));
-    } else if (arg == "--run-scenario" && hasValue) {
+    } else if (arg == RunScenarioOption && hasValue) {
       runOne = true;
       input = argv[++i];
     } else if (arg.rfind("--", 0) != 0 && input.empty()) {
@@ -298,7 +146,8 @@ int main(int argc, char **argv) {
     setup.maxCommands =
         size_t(std::strtoull(maxCommands->c_str(), nullptr, 10));
   if (runOne)
-    return runScenarioFile(input, setup.backend, setup.against, stuckAfterMs);
+    return runScenarioAsChild(input, setup.backend, setup.against,
+                              stuckAfterMs);
   if (std::string problem = setupProblem(setup); !problem.empty()) {
     std::cerr << "drt-fuzz-to-scenario: " << problem << "\n";
     return 2;
@@ -350,10 +199,11 @@ int main(int argc, char **argv) {
             << " (" << in.scenario.commands.size() << " commands)\n";
 
   // How does it fail? Found out in a child, before any backend starts here.
-  std::string log = file + ".log";
+  ChildRunner children{setup.backend, setup.against, plugins, file + ".log"};
+  const std::string &log = children.log;
   // The first run tells a stuck step from a slow one as the runner does,
   // or within --stuck-after-ms when the caller knows better.
-  ChildRun first = runInChild(file, setup, plugins, log, stuckAfterMs);
+  ChildRun first = runScenarioInChild(children, file, stuckAfterMs);
   if (first.kind == ChildRun::Kind::Passed ||
       first.kind == ChildRun::Kind::NotRun) {
     std::cerr << "drt-fuzz-to-scenario: the scenario "
@@ -405,26 +255,11 @@ int main(int argc, char **argv) {
   } else if (shrink) {
     // A crash: every candidate runs in a child of its own, and fails when
     // it ends the way the scenario does (a stuck one within a short wait).
-    std::string candidate = file + ".candidate";
     ShrinkOptions limits;
     limits.maxSeconds = shrinkSeconds;
-    shrunk = shrinkScenario(
-        minimal,
-        [&](const Scenario &s) { return wellFormedScenario(s, setup.backend); },
-        [&](const Scenario &s) {
-          writeText(candidate, printScenario(s));
-          ChildRun c = runInChild(candidate, setup, plugins, log,
-                                  stuck ? CandidateStuckAfterMs : 0);
-          if (stuck ? c.kind != ChildRun::Kind::Stuck
-                    : c.kind != ChildRun::Kind::Crashed &&
-                          c.kind != ChildRun::Kind::Hung)
-            return false;
-          failure = c.detail;
-          return true;
-        },
-        limits);
+    shrunk = shrinkInChildren(minimal, children, first, file + ".candidate",
+                              limits, failure);
     minimal = shrunk.scenario;
-    fs::remove(candidate);
   }
   fs::remove(log);
 
@@ -433,9 +268,9 @@ int main(int argc, char **argv) {
   std::string header = "# regression from " + origin + ", shrunk from " +
                        std::to_string(in.scenario.commands.size()) + " to " +
                        std::to_string(minimal.commands.size()) + " commands\n" +
-                       (stuck     ? commented(failure)
+                       (stuck     ? commentLines(failure)
                         : crashed ? "# the backend crashed: " + failure + "\n"
-                                  : commented(failure)) +
+                                  : commentLines(failure)) +
                        "# replay: " + replay + "\n";
   if (!writeText(file, header + printScenario(minimal))) {
     std::cerr << "drt-fuzz-to-scenario: cannot write " << file << "\n";
@@ -448,5 +283,5 @@ int main(int argc, char **argv) {
             << minimal.commands.size() << " commands, " << shrunk.attempts
             << " shrink candidates run): " << file << "\n"
             << printScenario(minimal) << "replay: " << replay << "\n";
-  return foundStatus;
+  return 0;
 }

@@ -22,15 +22,6 @@ struct ProgramSettings {
   /// The command that starts the replay tool in the replay line printed for
   /// each failure (a path for a tool that is not on PATH).
   std::string replayProgram = "drt-replay";
-  /// The command that shrinks a case the process could not come back from
-  /// (a step stuck or crashed: AbortedStep) with a child process per
-  /// candidate, printed with its replay line; empty: none is printed.
-  std::string shrinkProgram;
-  /// Where shrinkProgram is when it is neither next to this program nor on
-  /// PATH (the build tree's copy). When the shrinker is found, a stuck or
-  /// crashed case is shrunk at once: the process replaces itself with it
-  /// (PropertyOptions::shrinkInPlace), unless --no-shrink-aborted.
-  std::string shrinkExecutable;
 };
 
 /// drt-conformance: parses \p argv (see its --help), loads the plugins of

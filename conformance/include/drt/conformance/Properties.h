@@ -105,14 +105,14 @@ struct PropertyOptions {
   /// loaded as a plugin), so that the printed command works as it is.
   std::string replayProgram = "drt-replay";
   /// The same for the command that shrinks a case whose step got stuck or
-  /// crashed in child processes (drt-fuzz-to-scenario); empty: none.
+  /// crashed, in child processes, printed when shrinkInPlace is empty
+  /// (empty too: none is printed).
   std::string shrinkProgram;
-  /// The shrinker's executable and the options it needs before the file
-  /// ("--plugin LIBRARY" for each plugin): when set, a case whose step got
-  /// stuck or crashed is written, and then the process replaces itself with
-  /// the shrinker (execve), which shrinks the case in child processes,
-  /// prints the minimal scenario and exits with status 1. Empty: the case is
-  /// written and the shrink command printed.
+  /// The program, and the options before the case's file, that the process
+  /// turns into (execv) after writing a case whose step got stuck or crashed
+  /// (the program itself with --shrink-aborted, for drt-conformance): it
+  /// shrinks the case in child processes, prints the minimal scenario and
+  /// exits with status 1. Empty: the process ends as the runner ends it.
   std::vector<std::string> shrinkInPlace;
   /// RunOptions::stuckAfterMs of every case (0: the runner's default).
   unsigned stuckAfterMs = 0;

@@ -49,6 +49,9 @@ std::string printCommand(const Command &command);
 std::string printDevice(const DeviceSpec &device);
 /// Prints the whole scenario, one line per device and command.
 std::string printScenario(const Scenario &scenario);
+/// "# LINE" for every line of \p text: a report in a scenario file's
+/// header, which the parser skips.
+std::string commentLines(const std::string &text);
 
 } // namespace drt::conformance
 

@@ -1,0 +1,84 @@
+//===- drt/conformance/ChildRuns.h - Child runs of scenarios -*- C++ -*-===//
+//
+// A scenario whose step crashes the process or never returns cannot be run
+// again in that process, nor can its shrink candidates: each runs in a child
+// process instead, this very program started again with --run-scenario, and
+// tells how it ended by its exit status. drt-fuzz-to-scenario shrinks its
+// crashing inputs this way, and drt-conformance (any program built on
+// conformanceProgram, a backend linked in included) the cases it reports
+// STUCK or CRASHED.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DRT_CONFORMANCE_CHILDRUNS_H
+#define DRT_CONFORMANCE_CHILDRUNS_H
+
+#include "drt/conformance/Scenario.h"
+#include "drt/conformance/Shrink.h"
+
+#include <string>
+#include <vector>
+
+namespace drt::conformance {
+
+/// The option that starts a program as the child of a child run: the
+/// program answers "--run-scenario FILE --backend B [--against A]
+/// [--stuck-after-ms MS] [--plugin LIBRARY]..." with runScenarioAsChild.
+inline constexpr const char *RunScenarioOption = "--run-scenario";
+
+/// The child's side: runs the scenario in \p file on \p backend (in lockstep
+/// with \p against when not empty) and returns the exit status that tells
+/// the parent how it ended. A step that gets no progress for \p stuckAfterMs
+/// (0: the runner's default) is reported on standard error and ends the
+/// process at once; a crash ends it by its signal.
+int runScenarioAsChild(const std::string &file, const std::string &backend,
+                       const std::string &against, unsigned stuckAfterMs);
+
+/// How a scenario run in a child process ended.
+struct ChildRun {
+  enum class Kind { Passed, Diverged, NotRun, Crashed, Hung, Stuck };
+  Kind kind = Kind::NotRun;
+  /// For a crash: the signal or exit status, and the sanitizer's summary
+  /// line when there is one; for a stuck step: the runner's report; for a
+  /// run that did not start: why.
+  std::string detail;
+};
+
+/// Where and how children run.
+struct ChildRunner {
+  std::string backend;
+  std::string against;
+  /// Plugins the child loads (DRT_PLUGINS reaches it by its environment).
+  std::vector<std::string> plugins;
+  /// Where a child's standard output and error go (overwritten each run).
+  std::string log;
+  /// Most seconds a child may take before it is killed and counted Hung.
+  int timeoutSeconds = 60;
+};
+
+/// Runs the scenario in \p file in a child process of this program (through
+/// /proc/self/exe and RunScenarioOption), which counts a step stuck after
+/// \p stuckAfterMs without progress (0: the runner's default).
+ChildRun runScenarioInChild(const ChildRunner &runner, const std::string &file,
+                            unsigned stuckAfterMs = 0);
+
+/// How long a shrink candidate of a stuck scenario may go without progress
+/// before it counts as stuck too: a step that never returns shows within
+/// it, where the scenario's first run must wait as long as the runner does
+/// to tell such a step from a slow one.
+inline constexpr unsigned CandidateStuckAfterMs = 2000;
+
+/// Shrinks \p scenario, whose run in a child ended as \p first (Crashed,
+/// Hung or Stuck), with every candidate written to \p candidateFile and run
+/// in a child process of its own: a candidate fails when it ends the same
+/// way (a crash or a hang for a crash, a stuck step within
+/// CandidateStuckAfterMs for a stuck one). \p failure is set to the detail
+/// of the last failing candidate. The candidate file is removed after.
+ShrinkResult shrinkInChildren(const Scenario &scenario,
+                              const ChildRunner &runner, const ChildRun &first,
+                              const std::string &candidateFile,
+                              const ShrinkOptions &limits,
+                              std::string &failure);
+
+} // namespace drt::conformance
+
+#endif // DRT_CONFORMANCE_CHILDRUNS_H

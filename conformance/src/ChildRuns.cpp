@@ -1,0 +1,161 @@
+//===- ChildRuns.cpp - Scenarios run in child processes -------------------===//
+#include "drt/conformance/ChildRuns.h"
+
+#include "drt/conformance/Runner.h"
+#include "drt/conformance/ScenarioText.h"
+
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <spawn.h>
+#include <sstream>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+namespace drt::conformance {
+
+namespace {
+
+/// The exit statuses of a child run.
+constexpr int PassedStatus = 0;
+constexpr int DivergedStatus = 3;
+constexpr int NotRunStatus = 4;
+constexpr int StuckStatus = 5;
+
+/// What the child writes before its report of a stuck step.
+constexpr std::string_view StuckMark = "stuck at ";
+
+std::string readText(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+} // namespace
+
+int runScenarioAsChild(const std::string &file, const std::string &backend,
+                       const std::string &against, unsigned stuckAfterMs) {
+  std::ifstream in(file, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in)
+    return NotRunStatus;
+  ParseResult parsed = parseScenario(text.str());
+  if (std::holds_alternative<ParseError>(parsed))
+    return NotRunStatus;
+  RunOptions options;
+  options.backend = backend;
+  options.against = against;
+  options.stuckAfterMs = stuckAfterMs;
+  options.reportAborted = [](const AbortedStep &step) {
+    std::cerr << StuckMark << step.toString() << std::flush;
+    if (!step.signal)
+      std::_Exit(StuckStatus);
+  };
+  RunResult r = runScenario(std::get<Scenario>(parsed), options);
+  if (!r.setupError.empty())
+    return NotRunStatus;
+  return r.divergence ? DivergedStatus : PassedStatus;
+}
+
+ChildRun runScenarioInChild(const ChildRunner &runner, const std::string &file,
+                            unsigned stuckAfterMs) {
+  std::vector<std::string> args = {"/proc/self/exe", RunScenarioOption, file,
+                                   "--backend", runner.backend};
+  for (const std::string &plugin : runner.plugins)
+    args.insert(args.end(), {"--plugin", plugin});
+  if (!runner.against.empty())
+    args.insert(args.end(), {"--against", runner.against});
+  if (stuckAfterMs)
+    args.insert(args.end(), {"--stuck-after-ms", std::to_string(stuckAfterMs)});
+  std::vector<char *> argv;
+  for (std::string &a : args)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
+  // Spawned, not forked: a fork after POCL has started can hang.
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, runner.log.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  pid_t pid = 0;
+  int spawned =
+      posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (spawned != 0)
+    return {ChildRun::Kind::NotRun,
+            std::string("cannot start a child: ") + std::strerror(spawned)};
+  int status = 0;
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::seconds(runner.timeoutSeconds);
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return {ChildRun::Kind::Hung,
+              "no end after " + std::to_string(runner.timeoutSeconds) + " s"};
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == PassedStatus)
+    return {ChildRun::Kind::Passed, ""};
+  if (WIFEXITED(status) && WEXITSTATUS(status) == DivergedStatus)
+    return {ChildRun::Kind::Diverged, ""};
+  if (WIFEXITED(status) && WEXITSTATUS(status) == NotRunStatus)
+    return {ChildRun::Kind::NotRun, "the scenario did not start"};
+  if (WIFEXITED(status) && WEXITSTATUS(status) == StuckStatus) {
+    std::string report = readText(runner.log);
+    size_t at = report.find(StuckMark);
+    return {ChildRun::Kind::Stuck, at == std::string::npos
+                                       ? "a step never returned"
+                                       : report.substr(at)};
+  }
+  std::string detail =
+      WIFSIGNALED(status)
+          ? "killed by signal " + std::to_string(WTERMSIG(status)) + " (" +
+                strsignal(WTERMSIG(status)) + ")"
+          : "exited with status " + std::to_string(WEXITSTATUS(status));
+  std::istringstream lines(readText(runner.log));
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind("SUMMARY: ", 0) == 0)
+      detail += "; " + line;
+  return {ChildRun::Kind::Crashed, detail};
+}
+
+ShrinkResult shrinkInChildren(const Scenario &scenario,
+                              const ChildRunner &runner, const ChildRun &first,
+                              const std::string &candidateFile,
+                              const ShrinkOptions &limits,
+                              std::string &failure) {
+  bool stuck = first.kind == ChildRun::Kind::Stuck;
+  failure = first.detail;
+  ShrinkResult shrunk = shrinkScenario(
+      scenario,
+      [&](const Scenario &s) { return wellFormedScenario(s, runner.backend); },
+      [&](const Scenario &s) {
+        {
+          std::ofstream out(candidateFile, std::ios::binary | std::ios::trunc);
+          out << printScenario(s);
+        }
+        ChildRun c = runScenarioInChild(runner, candidateFile,
+                                        stuck ? CandidateStuckAfterMs : 0);
+        if (stuck ? c.kind != ChildRun::Kind::Stuck
+                  : c.kind != ChildRun::Kind::Crashed &&
+                        c.kind != ChildRun::Kind::Hung)
+          return false;
+        failure = c.detail;
+        return true;
+      },
+      limits);
+  std::error_code ignored;
+  std::filesystem::remove(candidateFile, ignored);
+  return shrunk;
+}
+
+} // namespace drt::conformance
