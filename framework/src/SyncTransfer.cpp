@@ -4,8 +4,10 @@
 
 #include "HandOff.h"
 
-#include <chrono>
-#include <future>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <vector>
 
 namespace drt {
 
@@ -21,23 +23,59 @@ struct WaitingStart {
   WaitingStart(const WaitingStart &) = delete;
   WaitingStart &operator=(const WaitingStart &) = delete;
 };
+
+/// What a blocking helper waits on. The callback shares it: a callback may
+/// still come after the helper has given up on a synchronous device that
+/// returned without completing.
+struct Waiter {
+  std::mutex mutex;
+  std::condition_variable called;
+  bool done = false;
+  Error error;
+};
+
+/// Waiters this thread may reuse. A helper can run inside another's start
+/// (a run stages its inputs with helpers of their own), so there may be
+/// several; a few cover every nesting the framework makes.
+thread_local std::vector<std::shared_ptr<Waiter>> idleWaiters;
+constexpr size_t MostIdleWaiters = 4;
+
+std::shared_ptr<Waiter> takeWaiter() {
+  if (idleWaiters.empty())
+    return std::make_shared<Waiter>();
+  std::shared_ptr<Waiter> w = std::move(idleWaiters.back());
+  idleWaiters.pop_back();
+  w->done = false;
+  return w;
+}
+
+/// Keeps \p w for the thread's next helper when nothing else holds it (a
+/// callback kept by the backend may still call it: then it goes).
+void keepWaiter(std::shared_ptr<Waiter> w) {
+  if (w.use_count() == 1 && idleWaiters.size() < MostIdleWaiters)
+    idleWaiters.push_back(std::move(w));
+}
 } // namespace
 
 bool callerWaitsForCompletion() { return waitingStarts != 0; }
 
-Error waitForCompletion(const std::function<void(CompletionCallback)> &start) {
+Error waitForCompletion(FunctionRef<void(CompletionCallback)> start) {
   return waitForCompletionOn({}, "", start);
 }
 
-Error waitForCompletionOn(
-    std::initializer_list<const DeviceManager *> devices, std::string_view what,
-    const std::function<void(CompletionCallback)> &start) {
-  auto promise = std::make_shared<std::promise<Error>>();
-  std::future<Error> result = promise->get_future();
+Error waitForCompletionOn(std::initializer_list<const DeviceManager *> devices,
+                          std::string_view what,
+                          FunctionRef<void(CompletionCallback)> start) {
+  std::shared_ptr<Waiter> waiter = takeWaiter();
   unsigned handOffs = asynchronousHandOffs();
   {
     WaitingStart waiting;
-    start([promise](Error e) { promise->set_value(std::move(e)); });
+    start([waiter](Error e) {
+      std::lock_guard<std::mutex> lock(waiter->mutex);
+      waiter->error = std::move(e);
+      waiter->done = true;
+      waiter->called.notify_all();
+    });
   }
   // Work handed to an asynchronous device on the way (a move of the record
   // from there) completes later, whatever the devices named here declare.
@@ -50,14 +88,18 @@ Error waitForCompletionOn(
     first = first ? first : d;
     synchronous = synchronous && !d->capabilities().asynchronousCompletion;
   }
-  if (first && synchronous && !handedOff &&
-      result.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
+  std::unique_lock<std::mutex> lock(waiter->mutex);
+  if (first && synchronous && !handedOff && !waiter->done)
     return makeError(ErrorCode::DeviceError,
                      "device '" + first->name() + "' returned from " +
                          std::string(what) +
                          " without completing it, though it does not declare "
                          "asynchronous completion");
-  return result.get();
+  waiter->called.wait(lock, [&] { return waiter->done; });
+  Error e = std::move(waiter->error);
+  lock.unlock();
+  keepWaiter(std::move(waiter));
+  return e;
 }
 
 Error transferToDeviceSync(DeviceManager &device, Tensor &tensor,

@@ -3,8 +3,8 @@
 #define DRT_SYNCTRANSFER_H
 
 #include "drt/DeviceManager.h"
+#include "drt/FunctionRef.h"
 
-#include <functional>
 #include <initializer_list>
 #include <optional>
 #include <string>
@@ -13,8 +13,11 @@
 namespace drt {
 
 /// Starts \p start with a callback and blocks until that callback has been
-/// called; returns the Error it delivered.
-Error waitForCompletion(const std::function<void(CompletionCallback)> &start);
+/// called; returns the Error it delivered. \p start is called before this
+/// returns and not kept; what the helper waits on is reused by the thread's
+/// next helper once the callback is gone, so that a blocking call allocates
+/// nothing of its own.
+Error waitForCompletion(FunctionRef<void(CompletionCallback)> start);
 
 /// As waitForCompletion, for work that involves only \p devices (null
 /// entries are ignored). When none of them declares asynchronous completion
@@ -24,7 +27,7 @@ Error waitForCompletion(const std::function<void(CompletionCallback)> &start);
 /// first device and \p what is returned instead of blocking for ever.
 Error waitForCompletionOn(std::initializer_list<const DeviceManager *> devices,
                           std::string_view what,
-                          const std::function<void(CompletionCallback)> &start);
+                          FunctionRef<void(CompletionCallback)> start);
 
 /// True on a thread that is starting work inside waitForCompletion or
 /// waitForCompletionOn (every blocking helper below), which then waits for
