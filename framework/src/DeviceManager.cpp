@@ -49,6 +49,9 @@ void noteHandOffTo(const DeviceManager &device) {
 unsigned asynchronousHandOffs() { return handOffsOnThisThread; }
 
 struct DeviceManager::PendingOperation {
+  /// The device it runs on: its completion needs nothing else, and so fits
+  /// a CompletionCallback without an allocation.
+  DeviceManager *device = nullptr;
   /// What the operation is, for messages: "<operation> of <the tensor>"
   /// when operation is set (built only when a message needs it), else
   /// subject.
@@ -104,6 +107,7 @@ uint64_t DeviceManager::availableMemory() const {
 std::shared_ptr<DeviceManager::PendingOperation>
 DeviceManager::beginOperation(std::string what, CompletionCallback then) {
   auto op = std::make_shared<PendingOperation>();
+  op->device = this;
   op->subject = std::move(what);
   op->then = std::move(then);
   std::lock_guard<std::mutex> lock(mutex_);
@@ -117,6 +121,7 @@ DeviceManager::beginOperation(const char *operation,
                               const TensorStorage &storage,
                               CompletionCallback then) {
   auto op = std::make_shared<PendingOperation>();
+  op->device = this;
   op->operation = operation;
   op->subject = storage.name();
   op->bytes = storage.size();
@@ -129,19 +134,21 @@ DeviceManager::beginOperation(const char *operation,
 
 CompletionCallback
 DeviceManager::completionFor(std::shared_ptr<PendingOperation> op) {
-  return [this, op = std::move(op)](Error e) {
+  return [op = std::move(op)](Error e) {
+    DeviceManager &device = *op->device;
     // Inline completion is for a caller that waits (callerWaitsForCompletion):
     // another may hold a lock of its own across the call that its callback
     // takes. Failures found before any work may come back at once.
     if (submittingOnThisThread == op.get() && !e &&
-        !callerWaitsForCompletion() && capabilities().asynchronousCompletion)
-      noteBackgroundError(makeError(
+        !callerWaitsForCompletion() &&
+        device.capabilities().asynchronousCompletion)
+      device.noteBackgroundError(makeError(
           ErrorCode::DeviceError,
-          "device '" + name() + "' completed " + op->what() +
+          "device '" + device.name() + "' completed " + op->what() +
               " on the thread that submitted it, before the submission "
               "returned, though it declares asynchronous completion and the "
               "caller does not wait (callerWaitsForCompletion() is false)"));
-    finishOperation(op, std::move(e));
+    device.finishOperation(op, std::move(e));
   };
 }
 

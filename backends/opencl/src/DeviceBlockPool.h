@@ -46,9 +46,13 @@ public:
     auto it = blocks_.find(bytes);
     if (it == blocks_.end())
       return {};
+    if (it->second.empty())
+      return {};
     DeviceBlock block{it->second.back(), bytes};
     it->second.pop_back();
-    if (it->second.empty())
+    // An emptied size stays listed, so that giving the block back allocates
+    // nothing (a transfer takes and keeps one each time); only so many.
+    if (it->second.empty() && blocks_.size() > MostEmptySizes)
       blocks_.erase(it);
     cachedBytes_ -= bytes;
     return block;
@@ -67,6 +71,10 @@ public:
     uint64_t removed = 0;
     while (removed < bytes && !blocks_.empty()) {
       auto it = std::prev(blocks_.end());
+      if (it->second.empty()) {
+        blocks_.erase(it);
+        continue;
+      }
       out.push_back({it->second.back(), it->first});
       removed += it->first;
       cachedBytes_ -= it->first;
@@ -84,6 +92,8 @@ public:
   uint64_t cachedBytes() const { return cachedBytes_; }
 
 private:
+  /// Past this many sizes listed, a size emptied by take() is dropped.
+  static constexpr size_t MostEmptySizes = 64;
   std::map<uint64_t, std::vector<cl_mem>> blocks_;
   uint64_t cachedBytes_ = 0;
 };

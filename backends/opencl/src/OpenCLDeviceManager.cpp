@@ -38,7 +38,6 @@
 #include <limits>
 #include <map>
 #include <mutex>
-#include <set>
 #include <thread>
 
 namespace drt::opencl {
@@ -289,7 +288,7 @@ struct OpenCLDeviceManager::State {
   bool stopping = false;
   /// The buffers that blocking calls of transfers made without the lock
   /// (unlockForBlockingCall) move data into or out of, once per call.
-  std::multiset<cl_mem> buffersWithoutLock;
+  std::vector<cl_mem> buffersWithoutLock;
   std::condition_variable noCallsWithoutLock;
   LocationTable<Allocation> allocations;
   uint64_t used = 0;
@@ -366,7 +365,7 @@ struct OpenCLDeviceManager::State {
                              cl_mem buffer) {
     if (!blocking || driver.retainMemObject(buffer) != CL_SUCCESS)
       return false;
-    buffersWithoutLock.insert(buffer);
+    buffersWithoutLock.push_back(buffer);
     lock.unlock();
     return true;
   }
@@ -380,7 +379,12 @@ struct OpenCLDeviceManager::State {
     if (!unlocked)
       return;
     lock.lock();
-    buffersWithoutLock.erase(buffersWithoutLock.find(buffer));
+    // A few entries at most (one per call in flight without the lock): a
+    // vector, which allocates nothing once it has grown.
+    auto at =
+        std::find(buffersWithoutLock.begin(), buffersWithoutLock.end(), buffer);
+    *at = buffersWithoutLock.back();
+    buffersWithoutLock.pop_back();
     if (keep)
       keep->retained.push_back(buffer);
     else
@@ -1029,7 +1033,9 @@ Error OpenCLDeviceManager::free(DeviceLocation location) {
   // block reused for another allocation is never reachable through it.
   // A block a transfer still moves data into or out of without the lock
   // goes back to the driver, whose release waits for that call's own.
-  if (a->blockBytes <= s.poolLimit && !s.buffersWithoutLock.count(a->buffer)) {
+  if (a->blockBytes <= s.poolLimit &&
+      std::find(s.buffersWithoutLock.begin(), s.buffersWithoutLock.end(),
+                a->buffer) == s.buffersWithoutLock.end()) {
     uint64_t cached = s.pool.cachedBytes() + a->blockBytes;
     if (cached > s.poolLimit)
       s.releaseBlocks(s.pool.evict(cached - s.poolLimit));

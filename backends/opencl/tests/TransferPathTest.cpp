@@ -123,6 +123,27 @@ TEST(OpenCLPool, SizeClassesAreAtMostAQuarterLarger) {
   EXPECT_EQ(blockSizeClass(900, 512), 1024u);
 }
 
+// A size that take() emptied stays listed (so that giving a block of it
+// back allocates nothing): it holds no block, and eviction skips it.
+TEST(OpenCLPool, AnEmptiedSizeHoldsNoBlockAndEvictionPassesIt) {
+  DeviceBlockPool pool;
+  auto a = reinterpret_cast<cl_mem>(uintptr_t(0x1000));
+  auto b = reinterpret_cast<cl_mem>(uintptr_t(0x2000));
+  pool.keep({a, 4096});
+  EXPECT_EQ(pool.take(4096).buffer, a);
+  EXPECT_EQ(pool.take(4096).buffer, nullptr);
+  EXPECT_EQ(pool.cachedBytes(), 0u);
+  pool.keep({b, 1024});
+  std::vector<DeviceBlock> evicted = pool.evict(1);
+  ASSERT_EQ(evicted.size(), 1u);
+  EXPECT_EQ(evicted[0].buffer, b);
+  EXPECT_EQ(evicted[0].bytes, 1024u);
+  EXPECT_EQ(pool.cachedBytes(), 0u);
+  EXPECT_TRUE(pool.evictAll().empty());
+  pool.keep({a, 4096});
+  EXPECT_EQ(pool.take(4096).buffer, a);
+}
+
 TEST(OpenCLPool,
      AFreedBlockIsReusedWithoutADriverCallNeverThroughItsOldLocation) {
   ScopedThrowingViolationHandler violations;
