@@ -54,7 +54,7 @@ std::string AbortedStep::toString() const {
   if (signal) {
     s += "  what:     " + verdict() +
          " during the step: a crash inside the backend (or the framework)\n";
-    s += "  then:     the signal ends the process\n";
+    s += "  then:     the process cannot go on from the signal\n";
     return s;
   }
   s += "  what:     the scenario made no progress for " +

@@ -109,7 +109,9 @@ struct RunOptions {
   /// thread when the scenario is stuck, after which the process ends with
   /// status 1 (a handler may end it otherwise first, as a fuzzer that
   /// keeps the input aborts); in the signal handler of a crash, after
-  /// which the signal ends the process as it would have. When unset, the
+  /// which the signal ends the process as it would have (a handler may
+  /// replace the process first: drt-conformance turns into its shrinker,
+  /// PropertyOptions::shrinkInPlace). When unset, the
   /// report and the scenario up to the step go to standard error. It must
   /// not wait for the stuck thread or the backend.
   std::function<void(const AbortedStep &)> reportAborted;
