@@ -1,6 +1,7 @@
 //===- ChildRuns.cpp - Scenarios run in child processes -------------------===//
 #include "drt/conformance/ChildRuns.h"
 
+#include "ProgramSupport.h"
 #include "drt/conformance/Runner.h"
 #include "drt/conformance/ScenarioText.h"
 
@@ -41,12 +42,10 @@ std::string readText(const std::string &path) {
 
 int runScenarioAsChild(const std::string &file, const std::string &backend,
                        const std::string &against, unsigned stuckAfterMs) {
-  std::ifstream in(file, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  if (!in)
+  std::string text;
+  if (!readScenarioFile(file, text).empty())
     return NotRunStatus;
-  ParseResult parsed = parseScenario(text.str());
+  ParseResult parsed = parseScenario(text);
   if (std::holds_alternative<ParseError>(parsed))
     return NotRunStatus;
   RunOptions options;

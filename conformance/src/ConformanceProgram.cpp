@@ -25,7 +25,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <unistd.h>
@@ -221,15 +220,15 @@ int shrinkAbortedCase(const ProgramSettings &settings, const std::string &file,
                       const ChildRunner &children, unsigned stuckAfterMs,
                       const std::vector<LoadedPlugin> &plugins) {
   const std::string &program = settings.name;
-  std::ifstream in(file, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  ParseResult parsed = parseScenario(text.str());
-  if (!in || std::holds_alternative<ParseError>(parsed)) {
+  std::string text;
+  if (std::string why = readScenarioFile(file, text); !why.empty()) {
+    std::cerr << program << ": cannot shrink " << file << ": " << why << "\n";
+    return 1;
+  }
+  ParseResult parsed = parseScenario(text);
+  if (std::holds_alternative<ParseError>(parsed)) {
     std::cerr << program << ": cannot shrink " << file << ": "
-              << (!in ? std::string("cannot read it")
-                      : std::get<ParseError>(parsed).toString())
-              << "\n";
+              << std::get<ParseError>(parsed).toString() << "\n";
     return 1;
   }
   const Scenario &scenario = std::get<Scenario>(parsed);

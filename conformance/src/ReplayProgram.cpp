@@ -58,35 +58,6 @@ std::string registeredBackends() {
   return out.empty() ? "none" : out;
 }
 
-/// The most bytes a scenario file may hold: far more than any scenario the
-/// suite writes, and a bound on what a wrong path (a device, a huge log)
-/// makes the program read.
-constexpr size_t MaxScenarioFileBytes = 64u << 20;
-
-/// Reads scenario file \p path into \p text; "" on success, else why not
-/// (it does not exist, is a directory, cannot be read, or holds more than
-/// MaxScenarioFileBytes).
-std::string readScenarioFile(const std::string &path, std::string &text) {
-  std::error_code error;
-  if (std::filesystem::is_directory(path, error))
-    return "it is a directory, not a scenario file";
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return std::filesystem::exists(path, error) ? "it cannot be opened"
-                                                : "no such file";
-  text.clear();
-  char buffer[1 << 16];
-  while (in.read(buffer, sizeof buffer) || in.gcount() > 0) {
-    text.append(buffer, size_t(in.gcount()));
-    if (text.size() > MaxScenarioFileBytes)
-      return "it holds more than " + std::to_string(MaxScenarioFileBytes) +
-             " bytes, more than a scenario file may";
-  }
-  if (in.bad())
-    return "reading it failed";
-  return "";
-}
-
 /// Why \p scenario, as written, needs a capability that backend \p backend
 /// does not declare on the device a step uses, or "". Its written
 /// expectations say what a capable backend does: a step that expects a
