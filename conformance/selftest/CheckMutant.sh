@@ -90,7 +90,7 @@ if [[ -n $aborted ]]; then
     exit 1
   fi
   steps=$(grep -cvE '^(#|device |$)' "$file")
-  grep -m1 -B1 -A10 -E '^scenario \([0-9]+ commands' "$log"
+  grep -m1 -A10 -E '^minimal scenario \(' "$log"
 fi
 if "${mutant_env[@]}" "$replay" "${replay_args[@]}" \
   > "$work/replay-mutant.log" 2>&1; then

@@ -207,7 +207,6 @@ bool writeFile(const std::string &program, const std::string &path,
   return true;
 }
 
-/// The program; conformanceProgram adds the last-resort catch.
 /// The option a process whose case got stuck or crashed turns into (see
 /// PropertyOptions::shrinkInPlace).
 constexpr const char *ShrinkAbortedOption = "--shrink-aborted";
@@ -259,17 +258,13 @@ int shrinkAbortedCase(const ProgramSettings &settings, const std::string &file,
       " --backend " + children.backend +
       (children.against.empty() ? "" : " --against " + children.against);
   std::string minimal = printScenario(shrunk.scenario);
-  std::ofstream written(out, std::ios::binary | std::ios::trunc);
-  written << "# " << file << " (" << scenario.commands.size()
-          << " commands) shrunk in child processes to "
-          << shrunk.scenario.commands.size() << "\n"
-          << commentLines(failure) << "# replay: " << replay << "\n"
-          << minimal;
-  written.close();
-  if (!written) {
-    std::cerr << program << ": cannot write " << out << "\n";
+  if (!writeFile(program, out,
+                 "# " + file + " (" + std::to_string(scenario.commands.size()) +
+                     " commands) shrunk in child processes to " +
+                     std::to_string(shrunk.scenario.commands.size()) + "\n" +
+                     commentLines(failure) + "# replay: " + replay + "\n" +
+                     minimal))
     return 1;
-  }
   std::cout << "minimal scenario (" << shrunk.scenario.commands.size()
             << " steps after " << shrunk.attempts
             << " candidates, each in a process of its own):\n"
@@ -334,6 +329,7 @@ int runStartedByItself(int argc, char **argv, const ProgramSettings &settings) {
                            *plugins);
 }
 
+/// The program; conformanceProgram adds the last-resort catch.
 int run(int argc, char **argv, const ProgramSettings &settings) {
   if (argc > 1 && (std::string_view(argv[1]) == RunScenarioOption ||
                    std::string_view(argv[1]) == ShrinkAbortedOption))

@@ -200,7 +200,6 @@ int main(int argc, char **argv) {
 
   // How does it fail? Found out in a child, before any backend starts here.
   ChildRunner children{setup.backend, setup.against, plugins, file + ".log"};
-  const std::string &log = children.log;
   // The first run tells a stuck step from a slow one as the runner does,
   // or within --stuck-after-ms when the caller knows better.
   ChildRun first = runScenarioInChild(children, file, stuckAfterMs);
@@ -213,7 +212,7 @@ int main(int argc, char **argv) {
               << "; nothing written (a sanitizer finding reproduces only in "
                  "a sanitizer build: use the one from the fuzz preset)\n";
     fs::remove(file);
-    fs::remove(log);
+    fs::remove(children.log);
     return 3;
   }
   bool crashed = first.kind != ChildRun::Kind::Diverged;
@@ -230,7 +229,7 @@ int main(int argc, char **argv) {
     if (!r.divergence) {
       std::cerr << "drt-fuzz-to-scenario: the scenario diverged in a child "
                    "process but not here (a flaky backend?)\n";
-      fs::remove(log);
+      fs::remove(children.log);
       return 3;
     }
     failure = r.divergence->toString();
@@ -261,7 +260,7 @@ int main(int argc, char **argv) {
                               limits, failure);
     minimal = shrunk.scenario;
   }
-  fs::remove(log);
+  fs::remove(children.log);
 
   std::string replay = "drt-replay" + pluginOptions(*loaded) + " " + file +
                        " --backend " + setup.backend + againstOption;
