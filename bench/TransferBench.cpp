@@ -306,6 +306,7 @@ void rawChain(benchmark::State &state, bool eventPerRun) {
   HostBuffer host(bytes);
   cl_ulong zero = 0;
   cl_float factor = ChainFactor;
+  cl_ulong count = elements;
   std::vector<cl_event> events(size_t(runs), nullptr);
   for (auto _ : state) {
     auto start = Clock::now();
@@ -318,9 +319,12 @@ void rawChain(benchmark::State &state, bool eventPerRun) {
       rc |= clSetKernelArg(kernel, 2, sizeof(cl_mem), &out);
       rc |= clSetKernelArg(kernel, 3, sizeof zero, &zero);
       rc |= clSetKernelArg(kernel, 4, sizeof factor, &factor);
-      size_t global = elements;
+      rc |= clSetKernelArg(kernel, 5, sizeof count, &count);
+      // Launched as the backend launches it (Kernels.h).
+      size_t local = opencl::KernelWorkGroupSize;
+      size_t global = (elements + local - 1) / local * local;
       rc |= clEnqueueNDRangeKernel(device.queue, kernel, 1, nullptr, &global,
-                                   nullptr, 0, nullptr,
+                                   &local, 0, nullptr,
                                    eventPerRun ? &events[size_t(r)] : nullptr);
       if (eventPerRun)
         rc |= clFlush(device.queue);

@@ -906,6 +906,42 @@ protected:
   }
 };
 
+/// A node of two inputs reads its second at the first's offset (a kernel
+/// that takes one offset argument for both, or passes the wrong one): only
+/// inputs bound at different offsets tell.
+class RunReadsSecondInputAtFirstOffset final : public PlansFaultsItself {
+public:
+  using PlansFaultsItself::PlansFaultsItself;
+  ~RunReadsSecondInputAtFirstOffset() override { shutdown(); }
+
+protected:
+  void executeUnplanned(const Function &function,
+                        std::vector<RunArgument> arguments,
+                        CompletionCallback done) override {
+    for (const Node &node : function.nodes()) {
+      if (node.inputs.size() < 2 || node.inputs[0] == node.inputs[1] ||
+          function.isOutput(node.inputs[1]))
+        continue;
+      int first = function.placeholderIndex(node.inputs[0]);
+      int second = function.placeholderIndex(node.inputs[1]);
+      if (first < 0 || second < 0)
+        continue;
+      RunArgument &b = arguments[size_t(second)];
+      uint64_t offset = arguments[size_t(first)].offsetBytes;
+      uint64_t bytes =
+          function.placeholders()[size_t(second)].type.sizeInBytes();
+      Expected<uint64_t> size = allocationSize(b.location);
+      if (!size) {
+        (void)size.takeError();
+        continue;
+      }
+      if (offset + bytes <= *size)
+        b.offsetBytes = offset;
+    }
+    FakeDevice::execute(function, std::move(arguments), std::move(done));
+  }
+};
+
 //===----------------------------------------------------------------------===//
 // Rare combinations.
 //===----------------------------------------------------------------------===//
@@ -1125,6 +1161,9 @@ DRT_REGISTER_BACKEND(mutant<RunOffsetsModulo64K>(
 DRT_REGISTER_BACKEND(mutant<RunOffsetsInWords>(
     "run-offsets-in-words",
     "run argument offsets are rounded down to a multiple of 4 bytes"));
+DRT_REGISTER_BACKEND(mutant<RunReadsSecondInputAtFirstOffset>(
+    "run-reads-second-input-at-first-offset",
+    "a node of two inputs reads its second at the first's offset"));
 DRT_REGISTER_BACKEND(mutant<BudgetCheckRoundsUp>(
     "budget-check-rounds-up",
     "the budget check rounds requests up to 16 bytes: exact fits fail"));

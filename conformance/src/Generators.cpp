@@ -238,7 +238,26 @@ private:
     return *rng_.pick(ch_.devices);
   }
 
-  ElemKind pickKind() { return rng_.pick(p_.space.elemKinds); }
+  ElemKind pickKind() { return rng_.pick(scenarioKinds()); }
+
+  /// The element kinds this scenario draws from: the input space's, or
+  /// kindsPerScenario of them drawn on first use.
+  const std::vector<ElemKind> &scenarioKinds() {
+    if (!kinds_) {
+      std::vector<ElemKind> all = p_.space.elemKinds;
+      if (p_.kindsPerScenario && p_.kindsPerScenario < all.size()) {
+        std::vector<ElemKind> some;
+        while (some.size() < p_.kindsPerScenario) {
+          size_t i = size_t(rng_.below(all.size()));
+          some.push_back(all[i]);
+          all.erase(all.begin() + std::ptrdiff_t(i));
+        }
+        all = std::move(some);
+      }
+      kinds_ = std::move(all);
+    }
+    return *kinds_;
+  }
 
   /// A fill pattern: a value class, then one of its patterns. With \p
   /// unusual, one of the classes beyond zeros and small exact values
@@ -414,8 +433,13 @@ private:
     switch (rng_.below(3)) {
     case 0: {
       // An alignment boundary or one element past it, where a backend's
-      // offset arithmetic changes (words, pages, 64 KiB chunks).
+      // offset arithmetic changes (words, pages, 64 KiB chunks): half the
+      // time the largest the tensor has room for, which few tensors do.
       uint64_t align = rng_.pick(p_.space.alignments);
+      if (rng_.percent(50))
+        for (uint64_t a : p_.space.alignments)
+          if (a / elemSize(type.kind) <= room)
+            align = std::max(align, a);
       uint64_t elements = std::max<uint64_t>(align / elemSize(type.kind), 1);
       c.offset = std::min<uint64_t>(room, elements + rng_.below(2));
       break;
@@ -505,6 +529,15 @@ private:
       for (size_t a = 0; a < arity; ++a)
         n.inputs.push_back(i > 0 && rng_.percent(50) ? values.back()
                                                      : rng_.pick(values));
+      // Mostly two different inputs: a backend that confuses one
+      // argument's buffer or offset with another's shows only then.
+      if (arity == 2 && n.inputs[0] == n.inputs[1] && values.size() > 1 &&
+          rng_.percent(75)) {
+        size_t other = size_t(rng_.below(values.size() - 1));
+        if (values[other] == n.inputs[0])
+          other = values.size() - 1;
+        n.inputs[1] = values[other];
+      }
       if (n.op == OpKind::Scale)
         n.factor = pickFactor(kind);
       nodes.push_back(std::move(n));
@@ -515,12 +548,30 @@ private:
 
   double pickFactor(ElemKind kind) {
     if (!isFloatingPoint(kind)) {
-      static const std::vector<double> Unsigned = {2, 3, 0, 1, 7, 255};
-      static const std::vector<double> Signed = {2, -1, 3, 0, 7, -128};
+      // Small factors, and the kind's extremes and integers that a float
+      // (24 bits) or a 32-bit integer cannot hold: a backend that passes
+      // the factor through a narrower type shows only with those.
+      static const std::vector<double> Unsigned = {2, 3, 0, 1, 7, 255, 129};
+      static const std::vector<double> Signed32 = {
+          2, -1, 3, 0, 7, -128, 16777217, -2147483648.0, 2147483647};
+      static const std::vector<double> Signed64 = {2,
+                                                   -1,
+                                                   3,
+                                                   0,
+                                                   7,
+                                                   -128,
+                                                   16777217,
+                                                   -2147483648.0,
+                                                   2147483647,
+                                                   1099511627777.0,
+                                                   -9007199254740991.0,
+                                                   4294967297.0};
       // Rarely a factor the network refuses, on purpose.
       if (rng_.percent(3))
         return 0.5;
-      return rng_.pick(kind == ElemKind::UInt8 ? Unsigned : Signed);
+      return rng_.pick(kind == ElemKind::UInt8   ? Unsigned
+                       : kind == ElemKind::Int32 ? Signed32
+                                                 : Signed64);
     }
     static const std::vector<double> Factors = {
         0.5, 2.0, -1.5, 3.0, 0.3, 0.1, 1e-30, 3e38, -0.0, 1.0, 1.0 / 3.0};
@@ -536,10 +587,10 @@ private:
                                   : rng_.pick(*networkKinds_);
   }
 
-  /// The element kinds of the input space whose networks verify.
-  std::vector<ElemKind> networkKinds() const {
+  /// The element kinds of the scenario whose networks verify.
+  std::vector<ElemKind> networkKinds() {
     std::vector<ElemKind> kinds;
-    for (ElemKind k : p_.space.elemKinds) {
+    for (ElemKind k : scenarioKinds()) {
       Command probe;
       probe.kind = CommandKind::AddNetwork;
       probe.target = "probe";
@@ -627,7 +678,9 @@ private:
       bool forRun = wanted_.has_value();
       c.target = freshTensor();
       pickType(c);
-      c.pattern = pickPattern(forRun && rng_.percent(50));
+      c.pattern = pickPattern(
+          (p_.unusualValuesPercent && rng_.percent(p_.unusualValuesPercent)) ||
+          (forRun && rng_.percent(50)));
       // Every fourth tensor has pinned storage, chosen without a draw of
       // its own so that the draws of every seed stay what they were.
       if (tensorCount_ % 4 == 0 && !ch_.devices.empty())
@@ -826,6 +879,8 @@ private:
   std::vector<std::vector<uint64_t>> valueClassPatterns_;
   /// The element kinds networks are drawn from (found on first use).
   std::optional<std::vector<ElemKind>> networkKinds_;
+  /// The element kinds of this scenario (scenarioKinds).
+  std::optional<std::vector<ElemKind>> kinds_;
   size_t tensorCount_ = 0;
   size_t locationCount_ = 0;
   /// The names of the last raw allocations drawn.

@@ -200,14 +200,15 @@ std::vector<PropertyFamily> makeFamilies() {
                      {K::AddNetwork, 3}, {K::Run, 10},         {K::Read, 2},
                      {K::FromDevice, 2}, {K::EnsureOutputs, 3}};
                  GeneratorProfile p = oneDevice(w);
-                 // Few element kinds, so that most tensors fit a network
-                 // (of one byte, two and four, so that offsets fall between
-                 // words), and larger tensors than elsewhere, so that views
-                 // start past the offsets where a backend's arithmetic
-                 // changes (64 KiB and more).
-                 p.space.elemKinds = {ElemKind::Float32, ElemKind::Float16,
-                                      ElemKind::UInt8};
-                 p.sizeClassWeights = {10, 30, 25, 17, 12, 4, 2};
+                 // Two element kinds a case, so that most tensors fit a
+                 // network while every kind (elements of one to eight
+                 // bytes, so that offsets fall between words and are
+                 // counted in elements of each size) comes up across cases,
+                 // and larger tensors than elsewhere, so that views start
+                 // past the offsets where a backend's arithmetic changes
+                 // (64 KiB and more).
+                 p.kindsPerScenario = 2;
+                 p.sizeClassWeights = {8, 24, 20, 14, 22, 6, 3};
                  return p;
                },
                {"run-input-view-at-offset-in-place"}});
@@ -216,6 +217,28 @@ std::vector<PropertyFamily> makeFamilies() {
   // one case in seven: a slow or busy backend's time budget must still
   // buy enough cases to reach it.
   f.back().minCases = 40;
+  f.push_back({"numerics",
+               "runs of every operation over every element kind compute "
+               "exact results from specials, extremes, ties and random bits",
+               [](const Capabilities &) { return std::string(); },
+               [] {
+                 std::map<CommandKind, int> w = {
+                     {K::Create, 8}, {K::ToDevice, 3}, {K::AddNetwork, 3},
+                     {K::Run, 12},   {K::Read, 3},     {K::FromDevice, 1}};
+                 GeneratorProfile p = oneDevice(w);
+                 // One kind a case and a few small shapes: nearly every
+                 // tensor fits a network, and a case costs little, so that
+                 // a slow backend's time budget still buys many pairs of
+                 // operation, kind and values. A shape spans each value
+                 // class's list several times, so that a node meets its
+                 // neighbours' pairs (ties, inf - inf, denormal sums).
+                 p.kindsPerScenario = 1;
+                 p.shapes = {{1}, {7}, {16}, {33}, {2, 40}, {100}};
+                 p.unusualValuesPercent = 80;
+                 p.maxNetworkNodes = 6;
+                 return p;
+               },
+               {"run-succeeded"}});
   f.push_back({"copy-outputs-to-host",
                "with copyDeviceTensorsToHost a run leaves its outputs on "
                "host",

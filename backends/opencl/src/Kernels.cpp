@@ -12,6 +12,11 @@ namespace drt::opencl {
 // rounds to nearest even on the bits and keeps a NaN a NaN. Computing f16
 // and bf16 in float and rounding once gives the exactly rounded result
 // (docs/semantics.md section 7). Copy moves bits, NaN payloads included.
+// Every kernel takes its element count last and leaves the work-items past
+// it idle: a launch is rounded up to whole work-groups of one size
+// (KernelWorkGroupSize), so that a compiler that specialises a kernel per
+// work-group size (POCL does, at the first launch of each) builds it once
+// instead of once per tensor shape.
 const char *const KernelSource = R"CLC(
 #pragma OPENCL FP_CONTRACT OFF
 
@@ -51,25 +56,34 @@ float round_to_half(float f) {
 #define FLOAT_KERNELS(K)                                                       \
   __kernel void add_##K(__global const K##_S *a, ulong ao,                    \
                         __global const K##_S *b, ulong bo,                    \
-                        __global K##_S *out, ulong oo) {                      \
+                        __global K##_S *out, ulong oo, ulong n) {              \
     size_t i = get_global_id(0);                                               \
+    if (i >= n)                                                                \
+      return;                                                                  \
     K##_STORE(out, oo + i, K##_LOAD(a, ao + i) + K##_LOAD(b, bo + i));         \
   }                                                                            \
   __kernel void mul_##K(__global const K##_S *a, ulong ao,                    \
                         __global const K##_S *b, ulong bo,                    \
-                        __global K##_S *out, ulong oo) {                      \
+                        __global K##_S *out, ulong oo, ulong n) {              \
     size_t i = get_global_id(0);                                               \
+    if (i >= n)                                                                \
+      return;                                                                  \
     K##_STORE(out, oo + i, K##_LOAD(a, ao + i) * K##_LOAD(b, bo + i));         \
   }                                                                            \
   __kernel void relu_##K(__global const K##_S *a, ulong ao,                   \
-                         __global K##_S *out, ulong oo) {                     \
+                         __global K##_S *out, ulong oo, ulong n) {             \
     size_t i = get_global_id(0);                                               \
+    if (i >= n)                                                                \
+      return;                                                                  \
     float x = K##_LOAD(a, ao + i);                                             \
     K##_STORE(out, oo + i, x > 0.0f ? x : 0.0f);                               \
   }                                                                            \
   __kernel void scale_##K(__global const K##_S *a, ulong ao,                  \
-                          __global K##_S *out, ulong oo, float factor) {      \
+                          __global K##_S *out, ulong oo, float factor,         \
+                          ulong n) {                                           \
     size_t i = get_global_id(0);                                               \
+    if (i >= n)                                                                \
+      return;                                                                  \
     K##_STORE(out, oo + i, K##_LOAD(a, ao + i) * K##_FACTOR(factor));          \
   }
 
@@ -88,32 +102,43 @@ float round_to_half(float f) {
 #define INTEGER_KERNELS(K)                                                     \
   __kernel void add_##K(__global const K##_T *a, ulong ao,                    \
                         __global const K##_T *b, ulong bo,                    \
-                        __global K##_T *out, ulong oo) {                      \
+                        __global K##_T *out, ulong oo, ulong n) {              \
     size_t i = get_global_id(0);                                               \
+    if (i >= n)                                                                \
+      return;                                                                  \
     out[oo + i] = K##_AS((K##_U)((K##_U)a[ao + i] + (K##_U)b[bo + i]));        \
   }                                                                            \
   __kernel void mul_##K(__global const K##_T *a, ulong ao,                    \
                         __global const K##_T *b, ulong bo,                    \
-                        __global K##_T *out, ulong oo) {                      \
+                        __global K##_T *out, ulong oo, ulong n) {              \
     size_t i = get_global_id(0);                                               \
+    if (i >= n)                                                                \
+      return;                                                                  \
     out[oo + i] = K##_AS((K##_U)((K##_U)a[ao + i] * (K##_U)b[bo + i]));        \
   }                                                                            \
   __kernel void relu_##K(__global const K##_T *a, ulong ao,                   \
-                         __global K##_T *out, ulong oo) {                     \
+                         __global K##_T *out, ulong oo, ulong n) {             \
     size_t i = get_global_id(0);                                               \
+    if (i >= n)                                                                \
+      return;                                                                  \
     K##_T x = a[ao + i];                                                       \
     out[oo + i] = x > (K##_T)0 ? x : (K##_T)0;                                 \
   }                                                                            \
   __kernel void scale_##K(__global const K##_T *a, ulong ao,                  \
-                          __global K##_T *out, ulong oo, K##_T factor) {      \
+                          __global K##_T *out, ulong oo, K##_T factor,         \
+                          ulong n) {                                           \
     size_t i = get_global_id(0);                                               \
+    if (i >= n)                                                                \
+      return;                                                                  \
     out[oo + i] = K##_AS((K##_U)((K##_U)a[ao + i] * (K##_U)factor));           \
   }
 
 #define COPY_KERNEL(BITS, T)                                                   \
   __kernel void copy_##BITS(__global const T *a, ulong ao,                    \
-                            __global T *out, ulong oo) {                      \
+                            __global T *out, ulong oo, ulong n) {              \
     size_t i = get_global_id(0);                                               \
+    if (i >= n)                                                                \
+      return;                                                                  \
     out[oo + i] = a[ao + i];                                                   \
   }
 

@@ -57,6 +57,12 @@ enum class KernelId : unsigned {
 /// Number of kernels in the program.
 constexpr size_t NumKernels = 28;
 
+/// Work-items per work-group of every launch: the global size is the
+/// element count (the kernel's last argument, a cl_ulong) rounded up to a
+/// multiple of it. A device that refuses it is launched without a
+/// work-group size instead.
+constexpr size_t KernelWorkGroupSize = 64;
+
 /// The OpenCL C source of the program.
 extern const char *const KernelSource;
 

@@ -286,6 +286,9 @@ struct OpenCLDeviceManager::State {
   mutable std::mutex mutex;
   bool initialised = false;
   bool stopping = false;
+  /// Kernels are launched in work-groups of KernelWorkGroupSize items
+  /// (until the device refuses that size once).
+  bool fixedWorkGroups = true;
   /// The buffers that blocking calls of transfers made without the lock
   /// (unlockForBlockingCall) move data into or out of, once per call.
   std::vector<cl_mem> buffersWithoutLock;
@@ -1425,19 +1428,33 @@ void OpenCLDeviceManager::execute(const Function &function,
     setBuffer(node.output);
     if (rc == CL_SUCCESS && node.kernel == kernelFor(OpKind::Scale, node.kind))
       rc = setScaleFactor(s.driver, kernel, arg++, node.kind, node.factor);
+    cl_ulong count = node.elements;
+    if (rc == CL_SUCCESS)
+      rc = s.driver.setKernelArg(kernel, arg++, sizeof count, &count);
     if (rc != CL_SUCCESS) {
       s.driver.finish(s.queue);
       return fail(openCLError(rc, "clSetKernelArg",
                               std::string("of ") + kernelName(node.kernel) +
                                   " in " + what()));
     }
-    size_t global = node.elements;
     bool last = n + 1 == prepared.nodes.size();
     if (n == 0 && injected == ErrorCode::OutOfMemory)
       s.driver.plan(siteFault(*injected, FaultSite::Run,
                               OpenCLCall::EnqueueNDRangeKernel));
+    size_t local = KernelWorkGroupSize;
+    size_t global = s.fixedWorkGroups
+                        ? (node.elements + local - 1) / local * local
+                        : node.elements;
     rc = s.driver.enqueueNDRangeKernel(s.queue, kernel, &global,
+                                       s.fixedWorkGroups ? &local : nullptr,
                                        last ? &c.event : nullptr);
+    if (rc == CL_INVALID_WORK_GROUP_SIZE && s.fixedWorkGroups) {
+      // A device whose work-groups are smaller: the driver chooses.
+      s.fixedWorkGroups = false;
+      global = node.elements;
+      rc = s.driver.enqueueNDRangeKernel(s.queue, kernel, &global, nullptr,
+                                         last ? &c.event : nullptr);
+    }
     if (rc != CL_SUCCESS) {
       s.driver.finish(s.queue);
       return fail(openCLError(rc, "clEnqueueNDRangeKernel",

@@ -226,10 +226,11 @@ public:
     return clEnqueueUnmapMemObject(q, m, mapped, 0, nullptr, nullptr);
   }
   cl_int enqueueNDRangeKernel(cl_command_queue q, cl_kernel k,
-                              const size_t *global, cl_event *event) {
+                              const size_t *global, const size_t *local,
+                              cl_event *event) {
     if (auto st = strike(OpenCLCall::EnqueueNDRangeKernel))
       return *st;
-    return clEnqueueNDRangeKernel(q, k, 1, nullptr, global, nullptr, 0, nullptr,
+    return clEnqueueNDRangeKernel(q, k, 1, nullptr, global, local, 0, nullptr,
                                   event);
   }
   cl_int flush(cl_command_queue q) {

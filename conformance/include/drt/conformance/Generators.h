@@ -49,6 +49,16 @@ struct GeneratorProfile {
   size_t maxTensors = 12;
   /// Most nodes of a generated network.
   size_t maxNetworkNodes = 4;
+  /// When not 0, each scenario draws this many of the input space's element
+  /// kinds once and makes its tensors and networks of those only: most
+  /// tensors then fit a network, while every kind still comes up across
+  /// cases.
+  size_t kindsPerScenario = 0;
+  /// Percent of created tensors filled from the unusual value classes
+  /// (specials, extremes, rounding, random bits) whatever they are made for;
+  /// the others draw a class uniformly, as do tensors made for a run half
+  /// the time.
+  unsigned unusualValuesPercent = 0;
   /// Fault codes inject-fault chooses from.
   std::vector<ErrorCode> faultCodes = {ErrorCode::DeviceError,
                                        ErrorCode::DeviceLost};
