@@ -554,18 +554,11 @@ private:
       static const std::vector<double> Unsigned = {2, 3, 0, 1, 7, 255, 129};
       static const std::vector<double> Signed32 = {
           2, -1, 3, 0, 7, -128, 16777217, -2147483648.0, 2147483647};
-      static const std::vector<double> Signed64 = {2,
-                                                   -1,
-                                                   3,
-                                                   0,
-                                                   7,
-                                                   -128,
-                                                   16777217,
-                                                   -2147483648.0,
-                                                   2147483647,
-                                                   1099511627777.0,
-                                                   -9007199254740991.0,
-                                                   4294967297.0};
+      static const std::vector<double> Signed64 = [] {
+        std::vector<double> v = Signed32;
+        v.insert(v.end(), {1099511627777.0, -9007199254740991.0, 4294967297.0});
+        return v;
+      }();
       // Rarely a factor the network refuses, on purpose.
       if (rng_.percent(3))
         return 0.5;

@@ -85,6 +85,43 @@ TEST(OpenCLCounters, RunsMakeNoDeviceCopyPerOutput) {
               ResidencyState::Device);
 }
 
+TEST(OpenCLKernels, APartialWorkGroupComputesAndARefusedSizeIsLaunchedWithout) {
+  // 100 elements: a whole work-group of 64 and part of a second one.
+  constexpr size_t N = 100;
+  auto device = openDevice(configNamed("cl"));
+  ASSERT_TRUE(device);
+  Function fn("double");
+  fn.addPlaceholder("x", f32(N)).addPlaceholder("y", f32(N));
+  fn.addNode(Node{OpKind::Scale, {"x"}, "y", 2.0});
+  ASSERT_TRUE(addNetworkSync(*device, std::move(fn)).isSuccess());
+  ExecutionContext context;
+  Tensor &x = context.bindings().allocate("x", f32(N));
+  Tensor &y = context.bindings().allocate("y", f32(N));
+  std::vector<float> values(N);
+  std::iota(values.begin(), values.end(), 1.0f);
+  std::memcpy(x.mutableHostBytes().data(), values.data(), N * sizeof(float));
+  // Runs once and returns the kernel launches it took, checking every
+  // element of the result.
+  auto run = [&] {
+    uint64_t before = callsOf(*device, OpenCLCall::EnqueueNDRangeKernel);
+    Error e = runFunctionSync(*device, "double", context);
+    EXPECT_TRUE(e.isSuccess()) << e.toString();
+    EXPECT_TRUE(transferFromDeviceSync(*device, y).isSuccess());
+    std::vector<float> out(N);
+    std::memcpy(out.data(), y.hostBytes().data(), N * sizeof(float));
+    for (size_t i = 0; i < N; ++i)
+      EXPECT_EQ(out[i], 2.0f * values[i]) << "element " << i;
+    return callsOf(*device, OpenCLCall::EnqueueNDRangeKernel) - before;
+  };
+  EXPECT_EQ(run(), 1u);
+  // A device whose work-groups cannot hold 64 items: the launch is made
+  // again without a work-group size, and every later one is made so.
+  ASSERT_FALSE(device->injectDriverFault(
+      {OpenCLCall::EnqueueNDRangeKernel, 1, CL_INVALID_WORK_GROUP_SIZE}));
+  EXPECT_EQ(run(), 2u);
+  EXPECT_EQ(run(), 1u);
+}
+
 TEST(OpenCLCounters, TransfersAndAllocationsAreCountedWithTheirBytes) {
   auto device = openDevice(configNamed("cl"));
   ASSERT_TRUE(device);
