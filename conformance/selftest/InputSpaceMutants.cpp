@@ -25,6 +25,7 @@
 #include <memory>
 #include <mutex>
 #include <numeric>
+#include <span>
 #include <vector>
 
 namespace drt::conformance::selftest {
@@ -119,23 +120,25 @@ private:
 /// The bytes of a run's placeholders, by name.
 using RunValues = std::map<std::string, std::vector<uint8_t>>;
 
-/// A fake device whose runs compute differently. The real device runs the
-/// function (its bounds checks and counters), then the mutant computes it
-/// again from the placeholders' bytes as they were before the run, node by
-/// node in evaluationOrder(), each over elementsComputed() elements with
-/// mutatedElement() where it applies, and writes the outputs over the real
-/// ones. The defaults compute what the contract says (with the
-/// reference model's arithmetic), so a mutant overrides the one thing its
-/// bug changes.
+/// A fake device whose runs compute differently. Each run first reads its
+/// placeholders' bytes through the device's own queue, so that it sees what
+/// the runs issued before it wrote (an asynchronous device performs them in
+/// order); the real device then runs the function (its bounds checks and
+/// counters), and when it completes, the mutant computes it again from the
+/// bytes read, node by node in evaluationOrder(), each over
+/// elementsComputed() elements with mutatedElement() where it applies, and
+/// writes the outputs over the real ones before the next queued operation
+/// runs. The defaults compute what the contract says (with the reference
+/// model's arithmetic), so a mutant overrides the one thing its bug changes.
 class RecomputingDevice : public PlansFaultsItself {
 public:
   using PlansFaultsItself::PlansFaultsItself;
-  /// The real counters, without the writes of recomputed outputs.
+  /// The real counters, without the mutant's own reads.
   DeviceStats stats() const override {
     DeviceStats s = FakeDevice::stats();
     std::lock_guard<std::mutex> lock(mutex_);
-    s.transfersToDevice -= ownWrites_;
-    s.bytesToDevice -= ownBytes_;
+    s.transfersFromDevice -= ownReads_;
+    s.bytesFromDevice -= ownBytes_;
     return s;
   }
 
@@ -179,80 +182,51 @@ protected:
   void executeUnplanned(const Function &function,
                         std::vector<RunArgument> arguments,
                         CompletionCallback done) override {
+    // The reads complete (on the worker, or here on a synchronous device)
+    // before the run does, one after the other.
     auto values = std::make_shared<RunValues>();
     for (size_t i = 0; i < function.placeholders().size(); ++i) {
       const Placeholder &p = function.placeholders()[i];
-      std::vector<std::byte> all = deviceBytes(arguments[i].location);
-      std::vector<uint8_t> bytes(p.type.sizeInBytes());
-      if (arguments[i].offsetBytes + bytes.size() <= all.size())
-        std::memcpy(bytes.data(), all.data() + arguments[i].offsetBytes,
-                    bytes.size());
-      (*values)[p.name] = std::move(bytes);
+      uint64_t offset = arguments[i].offsetBytes;
+      uint64_t size = p.type.sizeInBytes();
+      auto read = std::make_shared<std::vector<std::byte>>(offset + size);
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        ++ownReads_;
+        ownBytes_ += read->size();
+      }
+      FakeDevice::copyFromDevice(
+          arguments[i].location, read->data(), read->size(),
+          [values, read, name = p.name, offset, size](Error e) {
+            std::vector<uint8_t> bytes(size);
+            if (!e)
+              std::memcpy(bytes.data(), read->data() + offset, size);
+            (*values)[name] = std::move(bytes);
+          });
     }
-    FakeDevice::execute(function, arguments,
-                        [this, &function, arguments, values, done](Error e) {
-                          if (e)
-                            return done(std::move(e));
-                          for (size_t index : evaluationOrder(function))
-                            computeNode(function, index, *values);
-                          writeOutputs(function, arguments, *values, done);
-                        });
+    FakeDevice::execute(
+        function, arguments,
+        [this, &function, arguments, values, done](Error e) {
+          if (e)
+            return done(std::move(e));
+          for (size_t index : evaluationOrder(function))
+            computeNode(function, index, *values);
+          for (size_t i = 0; i < function.placeholders().size(); ++i) {
+            const std::string &name = function.placeholders()[i].name;
+            if (!function.isOutput(name))
+              continue;
+            const std::vector<uint8_t> &bytes = values->at(name);
+            overwriteDeviceBytes(
+                arguments[i].location, arguments[i].offsetBytes,
+                std::as_bytes(std::span(bytes.data(), bytes.size())));
+          }
+          done(Error::success());
+        });
   }
 
 private:
-  /// Writes the outputs in \p values over the device's, then calls \p done.
-  void writeOutputs(const Function &function,
-                    const std::vector<RunArgument> &arguments,
-                    const RunValues &values, CompletionCallback done) {
-    struct Writes {
-      std::mutex mutex;
-      size_t left = 0;
-      Error first;
-      CompletionCallback done;
-      std::vector<std::vector<std::byte>> buffers;
-    };
-    auto writes = std::make_shared<Writes>();
-    std::vector<DeviceLocation> targets;
-    for (size_t i = 0; i < function.placeholders().size(); ++i) {
-      const Placeholder &p = function.placeholders()[i];
-      if (!function.isOutput(p.name))
-        continue;
-      std::vector<std::byte> all = deviceBytes(arguments[i].location);
-      const std::vector<uint8_t> &bytes = values.at(p.name);
-      if (arguments[i].offsetBytes + bytes.size() > all.size())
-        continue;
-      std::memcpy(all.data() + arguments[i].offsetBytes, bytes.data(),
-                  bytes.size());
-      writes->buffers.push_back(std::move(all));
-      targets.push_back(arguments[i].location);
-    }
-    writes->left = targets.size();
-    writes->done = std::move(done);
-    if (targets.empty())
-      return writes->done(Error::success());
-    for (size_t i = 0; i < targets.size(); ++i) {
-      const std::vector<std::byte> &buffer = writes->buffers[i];
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        ++ownWrites_;
-        ownBytes_ += buffer.size();
-      }
-      FakeDevice::copyToDevice(
-          targets[i], buffer.data(), buffer.size(), [writes](Error e) {
-            std::unique_lock<std::mutex> lock(writes->mutex);
-            if (e && !writes->first)
-              writes->first = std::move(e);
-            if (--writes->left > 0)
-              return;
-            Error outcome = std::move(writes->first);
-            lock.unlock();
-            writes->done(std::move(outcome));
-          });
-    }
-  }
-
   mutable std::mutex mutex_;
-  uint64_t ownWrites_ = 0;
+  uint64_t ownReads_ = 0;
   uint64_t ownBytes_ = 0;
 };
 
@@ -661,6 +635,41 @@ protected:
     if (op != OpKind::Scale || kind != ElemKind::Float32)
       return false;
     store(out, float(double(load<float>(a)) * factor));
+    return true;
+  }
+};
+
+/// \p d rounded to float toward zero, with the last bit set when inexact
+/// (rounding to odd): rounding that float to f16 or bf16, which have at most
+/// 11 significant bits of float's 24, equals rounding \p d to them once.
+float roundedToOdd(double d) {
+  float f = float(d);
+  if (std::isnan(d) || std::isinf(f) || double(f) == d)
+    return f;
+  if (std::fabs(double(f)) > std::fabs(d))
+    f = std::nextafter(f, 0.0f);
+  return std::bit_cast<float>(std::bit_cast<uint32_t>(f) | 1u);
+}
+
+/// f16 and bf16 scale round the factor from the double straight to the
+/// kind, once, instead of to f32 first as a kernel argument is (semantics
+/// §7): 1 + 2^-11 + 2^-30 becomes 1 + 2^-10 in f16 instead of 1.
+class NarrowScaleFactorRoundedOnce final : public RecomputingDevice {
+public:
+  using RecomputingDevice::RecomputingDevice;
+  ~NarrowScaleFactorRoundedOnce() override { shutdown(); }
+
+protected:
+  bool mutatedElement(OpKind op, ElemKind kind, double factor, const uint8_t *a,
+                      const uint8_t *, uint8_t *out) const override {
+    if (op != OpKind::Scale ||
+        (kind != ElemKind::Float16 && kind != ElemKind::BFloat16))
+      return false;
+    bool half = kind == ElemKind::Float16;
+    auto widen = half ? halfToFloat : bfloat16ToFloat;
+    auto narrow = half ? floatToHalf : floatToBFloat16;
+    float y = widen(narrow(roundedToOdd(factor)));
+    store(out, narrow(floatResult(OpKind::Mul, widen(load<uint16_t>(a)), y)));
     return true;
   }
 };
@@ -1134,6 +1143,10 @@ DRT_REGISTER_BACKEND(mutant<Bf16Truncates>(
 DRT_REGISTER_BACKEND(mutant<F32ScaleInDouble>(
     "f32-scale-in-double",
     "f32 scale multiplies in double by the unrounded factor"));
+DRT_REGISTER_BACKEND(mutant<NarrowScaleFactorRoundedOnce>(
+    "narrow-scale-factor-rounded-once",
+    "f16 and bf16 scale round the factor straight from the double to the "
+    "kind, not through f32"));
 DRT_REGISTER_BACKEND(mutant<I64ReluUnsigned>(
     "i64-relu-unsigned", "i64 relu compares unsigned: negatives pass"));
 DRT_REGISTER_BACKEND(mutant<U8ReluSignedChar>(

@@ -6,6 +6,8 @@
 #include <array>
 #include <memory>
 #include <optional>
+#include <tuple>
+#include <utility>
 
 namespace drt::conformance {
 
@@ -59,6 +61,8 @@ public:
     CommandKind kind;
     if (wanted_ && possible(CommandKind::Create) && rng_.percent(80)) {
       kind = CommandKind::Create;
+    } else if (std::optional<CommandKind> planned = viewPlanStep()) {
+      kind = *planned;
     } else if (focus_ && possible(*focus_) && rng_.percent(60)) {
       kind = *focus_;
     } else if (!drawKind(kind)) {
@@ -410,9 +414,10 @@ private:
   /// offset, so that runs read inputs in place at offsets. False when no
   /// tensor has room for one (or by chance).
   bool viewForNetwork(Command &c) {
-    if (ch_.networks.empty() || !rng_.percent(40))
+    std::optional<std::string> planned = std::exchange(planView_, {});
+    if (!planned && (ch_.networks.empty() || !rng_.percent(40)))
       return false;
-    const std::string &net = *rng_.pick(ch_.networks);
+    const std::string &net = planned ? *planned : *rng_.pick(ch_.networks);
     const ModelDevice &d = m_.devices().at(m_.networkDevices().at(net));
     auto it = d.networks.find(net);
     if (it == d.networks.end())
@@ -508,11 +513,13 @@ private:
                                  OpKind::Scale, OpKind::Copy};
     // Every output needs a tensor of its own: mostly one or two nodes, yet
     // often enough three or more, where evaluation order shows.
+    size_t most = std::max<size_t>(1, p_.maxNetworkNodes);
     size_t count =
-        rng_.percent(40) ? 1
-        : rng_.percent(50)
-            ? 2
-            : size_t(rng_.between(1, std::max<size_t>(1, p_.maxNetworkNodes)));
+        p_.minNetworkNodes > 1
+            ? size_t(rng_.between(std::min(p_.minNetworkNodes, most), most))
+        : rng_.percent(40) ? 1
+        : rng_.percent(50) ? 2
+                           : size_t(rng_.between(1, most));
     std::vector<std::string> values = {"x"};
     if (rng_.percent(70))
       values.push_back("y");
@@ -566,8 +573,17 @@ private:
                        : kind == ElemKind::Int32 ? Signed32
                                                  : Signed64);
     }
+    // Exact factors, and factors whose conversion rounds (semantics §7: to
+    // f32, then to f16 or bf16): rounded once more or once less, or at the
+    // wrong width, they give other products.
     static const std::vector<double> Factors = {
-        0.5, 2.0, -1.5, 3.0, 0.3, 0.1, 1e-30, 3e38, -0.0, 1.0, 1.0 / 3.0};
+        0.5, 2.0, -1.5, 3.0, -0.0, 1.0, 0.3, 0.1, 1.0 / 3.0, 1e-30, 3e38,
+        // 1 + 2^-11 + 2^-30 and 1 + 2^-8 + 2^-30 round to 1 through f32,
+        // but up when rounded from the double straight to f16 or bf16.
+        1 + 0x1p-11 + 0x1p-30, 1 + 0x1p-8 + 0x1p-30,
+        // f16's overflow tie and smallest denormal, an f32 denormal, and a
+        // factor past f32's range (an infinity).
+        65520.0, 0x1p-24, 1e-40, 3.5e38};
     return rng_.pick(Factors);
   }
 
@@ -596,11 +612,108 @@ private:
     return kinds;
   }
 
+  /// Views at an offset of \p network's type whose record is resident on
+  /// its device: inputs a run must read in place at their offsets.
+  std::vector<Name> residentViewsFor(const std::string &network) const {
+    const std::string &dev = m_.networkDevices().at(network);
+    const Command &add = m_.devices().at(dev).networks.at(network);
+    std::vector<Name> out;
+    for (Name name : ch_.tensors) {
+      const ModelTensor &t = *m_.tensor(*name);
+      if (t.empty() || t.offsetBytes == 0 || t.kind != add.elemKind ||
+          t.dims != add.dims)
+        continue;
+      const ModelRecord &r = m_.records().at(t.record);
+      if (resident(r) && r.device == dev)
+        out.push_back(name);
+    }
+    return out;
+  }
+
+  /// How many views a planned run of \p add reads: two where a node reads
+  /// two different inputs of the network (where one argument's offset can
+  /// stand in for another's), else one.
+  static size_t viewInputsWanted(const Command &add) {
+    auto isOutput = [&](const std::string &name) {
+      return std::any_of(
+          add.nodes.begin(), add.nodes.end(),
+          [&](const NetworkNode &n) { return n.output == name; });
+    };
+    for (const NetworkNode &n : add.nodes)
+      if (n.inputs.size() > 1 && n.inputs[0] != n.inputs[1] &&
+          !isOutput(n.inputs[0]) && !isOutput(n.inputs[1]))
+        return 2;
+    return 1;
+  }
+
+  /// The next command of a view-input plan (GeneratorProfile::
+  /// viewInputPlanPercent), which walks the commands that a run reading
+  /// views at offsets in place needs: a tensor of the network's kind with
+  /// room, views into it at offsets, their record moved to the network's
+  /// device, then the run. nullopt when no plan is under way, when it ran
+  /// out of steps, or now and then, so that other commands come between.
+  std::optional<CommandKind> viewPlanStep() {
+    if (!plannedNetwork_)
+      return std::nullopt;
+    const std::string net = *plannedNetwork_;
+    auto devIt = m_.networkDevices().find(net);
+    const ModelDevice *d = devIt == m_.networkDevices().end()
+                               ? nullptr
+                               : &m_.devices().at(devIt->second);
+    if (planStepsLeft_-- <= 0 || !d || d->shutDown || !d->networks.count(net)) {
+      plannedNetwork_.reset();
+      return std::nullopt;
+    }
+    if (!rng_.percent(85))
+      return std::nullopt;
+    const Command &add = d->networks.at(net);
+    Type type{add.elemKind, add.dims};
+    if (residentViewsFor(net).size() >= viewInputsWanted(add)) {
+      plannedNetwork_.reset();
+      planRun_ = net;
+      return CommandKind::Run;
+    }
+    // A view at an offset whose record is elsewhere: move the record here
+    // through a tensor that covers it (a partial view cannot move it).
+    for (Name name : ch_.tensors) {
+      const ModelTensor &t = *m_.tensor(*name);
+      if (t.empty() || t.offsetBytes == 0 || t.kind != type.kind ||
+          t.dims != type.dims)
+        continue;
+      const ModelRecord &r = m_.records().at(t.record);
+      if (r.state == ResidencyState::Lost ||
+          (resident(r) && r.device == devIt->second))
+        continue;
+      for (Name whole : ch_.tensors) {
+        const ModelTensor &w = *m_.tensor(*whole);
+        if (w.record == t.record && w.offsetBytes == 0 &&
+            w.bytes() == r.bytes) {
+          planToDevice_ = {*whole, devIt->second};
+          return CommandKind::ToDevice;
+        }
+      }
+    }
+    if (!possible(CommandKind::View))
+      return std::nullopt;
+    size_t n = type.numElements();
+    for (Name name : ch_.roomy) {
+      const ModelTensor &t = *m_.tensor(*name);
+      if (t.kind == type.kind && t.numElements() > n) {
+        planView_ = net;
+        return CommandKind::View;
+      }
+    }
+    if (!possible(CommandKind::Create))
+      return std::nullopt;
+    wanted_ = Type{type.kind, {2 * n + 16}};
+    return CommandKind::Create;
+  }
+
   /// Bindings for the network added by \p add: matching types, outputs on
   /// whole tensors whose records no other placeholder uses. Empty when
   /// impossible.
   std::vector<std::pair<std::string, std::string>>
-  pickBindings(const Command &add) {
+  pickBindings(const Command &add, bool preferViews) {
     std::vector<std::pair<std::string, std::string>> out;
     Type type{add.elemKind, add.dims};
     // An output is what a node writes (Function::isOutput), read off the
@@ -611,6 +724,7 @@ private:
           [&](const NetworkNode &n) { return n.output == name; });
     };
     std::vector<int> used;
+    std::vector<Name> chosen;
     for (const Placeholder &p : networkPlaceholders(add.nodes, type)) {
       bool isOutput = isOutputOf(p.name);
       std::vector<Name> fit, interesting;
@@ -622,16 +736,22 @@ private:
         bool whole = t.offsetBytes == 0 && t.bytes() == r.bytes;
         bool taken =
             std::find(used.begin(), used.end(), t.record) != used.end();
-        if (isOutput && (!whole || taken))
-          continue;
-        if (!isOutput && taken && !rng_.percent(25))
-          continue;
-        fit.push_back(name);
         // Inputs are often the interesting kind: a view at an offset into a
         // resident record (offsets a backend must honour) or a tensor
         // resident on another device (which the run must move).
-        if (!isOutput && resident(r) &&
-            (t.offsetBytes != 0 || r.device != add.device))
+        bool isInteresting = !isOutput && resident(r) &&
+                             (t.offsetBytes != 0 || r.device != add.device);
+        if (isOutput && (!whole || taken))
+          continue;
+        // A planned run reads two views of one record at different offsets
+        // as readily as views of two records.
+        if (!isOutput && taken && !(preferViews && isInteresting) &&
+            !rng_.percent(25))
+          continue;
+        fit.push_back(name);
+        if (isInteresting &&
+            (!preferViews ||
+             std::find(chosen.begin(), chosen.end(), name) == chosen.end()))
           interesting.push_back(name);
         // Or what a run just issued without waiting holds, on this device.
         if (resident(r) && r.device == add.device &&
@@ -641,11 +761,12 @@ private:
       }
       if (fit.empty())
         return {};
-      Name chosen = !interesting.empty() && rng_.percent(50)
-                        ? rng_.pick(interesting)
-                        : rng_.pick(fit);
-      out.emplace_back(p.name, *chosen);
-      used.push_back(m_.tensor(*chosen)->record);
+      Name pick = !interesting.empty() && rng_.percent(preferViews ? 90 : 50)
+                      ? rng_.pick(interesting)
+                      : rng_.pick(fit);
+      out.emplace_back(p.name, *pick);
+      used.push_back(m_.tensor(*pick)->record);
+      chosen.push_back(pick);
     }
     // Outputs must not share with inputs chosen after them either.
     for (size_t i = 0; i < out.size(); ++i) {
@@ -718,6 +839,11 @@ private:
         c.pattern = 1;
       break;
     case CommandKind::ToDevice: {
+      if (planToDevice_) {
+        // The device allocates: a given location may be refused.
+        std::tie(c.target, c.device) = *std::exchange(planToDevice_, {});
+        break;
+      }
       c.target = *pickTensor();
       c.device = *rng_.pick(ch_.devices);
       const ModelRecord *r = m_.recordOf(c.target);
@@ -780,17 +906,27 @@ private:
       break;
     }
     case CommandKind::Run: {
-      c.target = *rng_.pick(ch_.networks);
+      std::optional<std::string> planned = std::exchange(planRun_, {});
+      c.target = planned ? *planned : *rng_.pick(ch_.networks);
       const std::string &dev = m_.networkDevices().at(c.target);
       auto it = m_.devices().at(dev).networks.find(c.target);
       if (it == m_.devices().at(dev).networks.end()) {
         c.bindings = {{"x", *rng_.pick(ch_.tensors)}};
         break;
       }
-      c.bindings = pickBindings(it->second);
+      c.bindings = pickBindings(it->second, planned.has_value());
+      if (!planned && !plannedNetwork_ && p_.viewInputPlanPercent &&
+          rng_.percent(p_.viewInputPlanPercent) &&
+          residentViewsFor(c.target).size() < viewInputsWanted(it->second)) {
+        plannedNetwork_ = c.target;
+        planStepsLeft_ = 12;
+      }
       if (c.bindings.empty()) {
-        // Too few tensors of the network's type: make one next.
+        // Too few tensors of the network's type: make one next (and a plan
+        // then runs the network again).
         wanted_ = Type{it->second.elemKind, it->second.dims};
+        if (planned)
+          plannedNetwork_ = c.target;
         return std::nullopt;
       }
       break;
@@ -866,6 +1002,13 @@ private:
   std::optional<uint64_t> reuseBytes_;
   /// The type a run lacked a tensor of: the next create makes one.
   std::optional<Type> wanted_;
+  /// A view-input plan (viewPlanStep): the network it works towards, the
+  /// steps it may still take, and what its next command acts on.
+  std::optional<std::string> plannedNetwork_;
+  int planStepsLeft_ = 0;
+  std::optional<std::string> planRun_;
+  std::optional<std::string> planView_;
+  std::optional<std::pair<std::string, std::string>> planToDevice_;
   /// The input space's value classes, in order of first appearance, and the
   /// patterns of each (pickPattern fills them on first use).
   std::vector<const std::string *> valueClassNames_;

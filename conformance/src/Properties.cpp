@@ -209,6 +209,9 @@ std::vector<PropertyFamily> makeFamilies() {
                  // (64 KiB and more).
                  p.kindsPerScenario = 2;
                  p.sizeClassWeights = {8, 24, 20, 14, 22, 6, 3};
+                 // Its key state takes several commands in a row: plan
+                 // them for half the runs that lack it.
+                 p.viewInputPlanPercent = 50;
                  return p;
                },
                {"run-input-view-at-offset-in-place"}});
@@ -235,6 +238,9 @@ std::vector<PropertyFamily> makeFamilies() {
                  p.kindsPerScenario = 1;
                  p.shapes = {{1}, {7}, {16}, {33}, {2, 40}, {100}};
                  p.unusualValuesPercent = 80;
+                 // Two to six nodes a network: more pairs of operation and
+                 // values a run, for about the same cost a case.
+                 p.minNetworkNodes = 2;
                  p.maxNetworkNodes = 6;
                  return p;
                },

@@ -181,6 +181,16 @@ std::vector<std::byte> FakeDevice::deviceBytes(DeviceLocation location) const {
   return a ? a->bytes : std::vector<std::byte>{};
 }
 
+bool FakeDevice::overwriteDeviceBytes(DeviceLocation location, uint64_t offset,
+                                      std::span<const std::byte> bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Allocation *a = table_.lookup(location);
+  if (!a || offset > a->bytes.size() || bytes.size() > a->bytes.size() - offset)
+    return false;
+  std::memcpy(a->bytes.data() + offset, bytes.data(), bytes.size());
+  return true;
+}
+
 void FakeDevice::log(std::string event) {
   std::lock_guard<std::mutex> lock(mutex_);
   events_.push_back(Event{nullptr, DeviceLocation{}, 0, std::move(event)});

@@ -49,6 +49,9 @@ struct GeneratorProfile {
   size_t maxTensors = 12;
   /// Most nodes of a generated network.
   size_t maxNetworkNodes = 4;
+  /// When more than 1, networks take minNetworkNodes to maxNetworkNodes
+  /// nodes, evenly; else mostly one or two.
+  size_t minNetworkNodes = 1;
   /// When not 0, each scenario draws this many of the input space's element
   /// kinds once and makes its tensors and networks of those only: most
   /// tensors then fit a network, while every kind still comes up across
@@ -59,6 +62,12 @@ struct GeneratorProfile {
   /// the others draw a class uniformly, as do tensors made for a run half
   /// the time.
   unsigned unusualValuesPercent = 0;
+  /// Percent of runs without enough views at offsets of their network's
+  /// type on its device that start a plan for the next commands: a tensor
+  /// of the kind with room, views into it at offsets (two where a node reads
+  /// two inputs), the transfer of their record, then a run of the network
+  /// that mostly reads those views. 0: no plans.
+  unsigned viewInputPlanPercent = 0;
   /// Fault codes inject-fault chooses from.
   std::vector<ErrorCode> faultCodes = {ErrorCode::DeviceError,
                                        ErrorCode::DeviceLost};

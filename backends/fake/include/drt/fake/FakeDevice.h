@@ -27,6 +27,7 @@
 #include <functional>
 #include <mutex>
 #include <random>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -70,6 +71,11 @@ public:
   std::vector<std::string> events() const;
   /// The simulated bytes at \p location (for tests); empty when stale.
   std::vector<std::byte> deviceBytes(DeviceLocation location) const;
+  /// Writes \p bytes at \p offset of \p location at once, for devices
+  /// derived from this one in tests (no transfer: no counter, no event);
+  /// false when the location is stale or too small.
+  bool overwriteDeviceBytes(DeviceLocation location, uint64_t offset,
+                            std::span<const std::byte> bytes);
 
 protected:
   Expected<DeviceLocation> allocate(uint64_t bytes) override;
