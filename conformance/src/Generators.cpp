@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <memory>
 #include <optional>
 #include <tuple>
@@ -561,14 +562,26 @@ private:
       static const std::vector<double> Unsigned = {2, 3, 0, 1, 7, 255, 129};
       static const std::vector<double> Signed32 = {
           2, -1, 3, 0, 7, -128, 16777217, -2147483648.0, 2147483647};
+      // i64 holds every integer double from -2^63 up to the largest below
+      // 2^63.
       static const std::vector<double> Signed64 = [] {
         std::vector<double> v = Signed32;
-        v.insert(v.end(), {1099511627777.0, -9007199254740991.0, 4294967297.0});
+        v.insert(v.end(), {1099511627777.0, -9007199254740991.0, 4294967297.0,
+                           -0x1p63, std::nextafter(0x1p63, 0.0)});
         return v;
       }();
-      // Rarely a factor the network refuses, on purpose.
-      if (rng_.percent(3))
-        return 0.5;
+      // Rarely a factor the network refuses, on purpose: not an integer, or
+      // one past either end of the kind's range.
+      if (rng_.percent(3)) {
+        static const std::vector<double> RefusedUnsigned = {0.5, -1, 256};
+        static const std::vector<double> RefusedSigned32 = {0.5, -0x1p31 - 1,
+                                                            0x1p31};
+        static const std::vector<double> RefusedSigned64 = {
+            0.5, std::nextafter(-0x1p63, -0x1p64), 0x1p63};
+        return rng_.pick(kind == ElemKind::UInt8   ? RefusedUnsigned
+                         : kind == ElemKind::Int32 ? RefusedSigned32
+                                                   : RefusedSigned64);
+      }
       return rng_.pick(kind == ElemKind::UInt8   ? Unsigned
                        : kind == ElemKind::Int32 ? Signed32
                                                  : Signed64);
@@ -723,11 +736,15 @@ private:
           add.nodes.begin(), add.nodes.end(),
           [&](const NetworkNode &n) { return n.output == name; });
     };
+    // Rarely bindings the run must refuse, on purpose: an output on a
+    // partial view, or sharing a record with another placeholder bound
+    // before or after it (semantics §7).
+    bool refused = !preferViews && rng_.percent(3);
     std::vector<int> used;
     std::vector<Name> chosen;
     for (const Placeholder &p : networkPlaceholders(add.nodes, type)) {
       bool isOutput = isOutputOf(p.name);
-      std::vector<Name> fit, interesting;
+      std::vector<Name> fit, interesting, refusable;
       for (Name name : ch_.tensors) {
         const ModelTensor &t = *m_.tensor(*name);
         if (t.empty() || t.kind != type.kind || t.dims != type.dims)
@@ -737,12 +754,22 @@ private:
         bool taken =
             std::find(used.begin(), used.end(), t.record) != used.end();
         // Inputs are often the interesting kind: a view at an offset into a
-        // resident record (offsets a backend must honour) or a tensor
-        // resident on another device (which the run must move).
-        bool isInteresting = !isOutput && resident(r) &&
-                             (t.offsetBytes != 0 || r.device != add.device);
-        if (isOutput && (!whole || taken))
+        // resident record (offsets a backend must honour), a tensor
+        // resident on another device (which the run must move) or a lost
+        // one (DeviceLost). An output is interesting Mirrored (the run drops
+        // the host copy, and a failing run leaves it Device) or resident
+        // elsewhere (which the run releases there first).
+        bool isInteresting =
+            isOutput ? resident(r) && (r.state == ResidencyState::Mirrored ||
+                                       r.device != add.device)
+                     : r.state == ResidencyState::Lost ||
+                           (resident(r) &&
+                            (t.offsetBytes != 0 || r.device != add.device));
+        if (isOutput && (!whole || taken)) {
+          if (refused)
+            refusable.push_back(name);
           continue;
+        }
         // A planned run reads two views of one record at different offsets
         // as readily as views of two records.
         if (!isOutput && taken && !(preferViews && isInteresting) &&
@@ -759,9 +786,11 @@ private:
                       t.record) != busyRunRecords_.end())
           interesting.push_back(name);
       }
-      if (fit.empty())
+      if (fit.empty() && refusable.empty())
         return {};
-      Name pick = !interesting.empty() && rng_.percent(preferViews ? 90 : 50)
+      Name pick = !refusable.empty() && (fit.empty() || rng_.percent(50))
+                      ? rng_.pick(refusable)
+                  : !interesting.empty() && rng_.percent(preferViews ? 90 : 50)
                       ? rng_.pick(interesting)
                       : rng_.pick(fit);
       out.emplace_back(p.name, *pick);
@@ -769,7 +798,7 @@ private:
       chosen.push_back(pick);
     }
     // Outputs must not share with inputs chosen after them either.
-    for (size_t i = 0; i < out.size(); ++i) {
+    for (size_t i = 0; i < out.size() && !refused; ++i) {
       if (!isOutputOf(out[i].first))
         continue;
       for (size_t j = 0; j < out.size(); ++j)
@@ -792,6 +821,14 @@ private:
       bool forRun = wanted_.has_value();
       c.target = freshTensor();
       pickType(c);
+      // Rarely a type without dimensions or with a zero one, which the
+      // contract refuses (semantics §1).
+      if (!forRun && rng_.percent(1)) {
+        if (rng_.percent(50))
+          c.dims.clear();
+        else
+          c.dims[rng_.below(c.dims.size())] = 0;
+      }
       c.pattern = pickPattern(
           (p_.unusualValuesPercent && rng_.percent(p_.unusualValuesPercent)) ||
           (forRun && rng_.percent(50)));
@@ -891,7 +928,10 @@ private:
       if (fresh.empty() && ch_.networks.empty())
         return std::nullopt;
       c.target = fresh.empty() ? *rng_.pick(ch_.networks) : fresh;
-      c.device = *rng_.pick(ch_.devices);
+      // Mostly on a device that is up, where the network can run.
+      c.device = !ch_.liveDevices.empty() && rng_.percent(85)
+                     ? *rng_.pick(ch_.liveDevices)
+                     : *rng_.pick(ch_.devices);
       c.elemKind = pickNetworkKind();
       if (!p_.shapes.empty()) {
         c.dims = rng_.pick(p_.shapes);

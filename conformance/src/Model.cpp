@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstring>
 
 namespace drt::conformance {
@@ -126,6 +127,8 @@ bool isResident(const ModelRecord &r) {
          r.state == ResidencyState::Mirrored;
 }
 
+} // namespace
+
 bool validDims(const std::vector<size_t> &dims, ElemKind kind) {
   // A type needs at least one dimension (semantics.md §1).
   if (dims.empty())
@@ -136,6 +139,61 @@ bool validDims(const std::vector<size_t> &dims, ElemKind kind) {
       return false;
   }
   return n <= MaxTensorBytes;
+}
+
+namespace {
+
+/// Whether addNetwork refuses \p add (InvalidArgument), by the rules of
+/// semantics §7 rather than by Function::verify: the model is the oracle
+/// for the framework's checks too. Placeholders come from the nodes
+/// (networkPlaceholders), all of the network's type, so none is unknown or
+/// of another type.
+bool networkRefused(const Command &add) {
+  if (add.target.empty() || add.nodes.empty() || add.dims.empty() ||
+      std::find(add.dims.begin(), add.dims.end(), size_t(0)) != add.dims.end())
+    return true;
+  auto isOutput = [&](const std::string &name) {
+    return std::any_of(add.nodes.begin(), add.nodes.end(),
+                       [&](const NetworkNode &n) { return n.output == name; });
+  };
+  std::vector<std::string> written;
+  for (const NetworkNode &n : add.nodes) {
+    bool binary = n.op == OpKind::Add || n.op == OpKind::Mul;
+    if (n.inputs.size() != (binary ? 2u : 1u))
+      return true;
+    for (const std::string &in : n.inputs)
+      if (in == n.output ||
+          (isOutput(in) &&
+           std::find(written.begin(), written.end(), in) == written.end()))
+        return true;
+    if (std::find(written.begin(), written.end(), n.output) != written.end())
+      return true;
+    written.push_back(n.output);
+    if (n.op != OpKind::Scale)
+      continue;
+    if (!std::isfinite(n.factor))
+      return true;
+    // Integer kinds: an integer the kind holds (i64 up to the largest
+    // double below 2^63).
+    double lowest, highest;
+    switch (add.elemKind) {
+    case ElemKind::Int32:
+      lowest = -0x1p31, highest = 0x1p31 - 1;
+      break;
+    case ElemKind::Int64:
+      lowest = -0x1p63, highest = std::nextafter(0x1p63, 0.0);
+      break;
+    case ElemKind::UInt8:
+      lowest = 0, highest = 255;
+      break;
+    default:
+      continue;
+    }
+    if (n.factor != std::trunc(n.factor) || n.factor < lowest ||
+        n.factor > highest)
+      return true;
+  }
+  return false;
 }
 
 bool isAsync(CommandKind kind) {
@@ -505,11 +563,15 @@ Outcome Model::run(const Command &c, Step &step) {
     if (!fn.isOutput(placeholders[i].name))
       continue;
     const ModelRecord &r = records_.at(bound[i]->record);
-    if (bound[i]->offsetBytes != 0 || bound[i]->bytes() != r.bytes)
+    if (bound[i]->offsetBytes != 0 || bound[i]->bytes() != r.bytes) {
+      step.labels.emplace_back("run-output-on-partial-view");
       return Outcome::error(ErrorCode::InvalidArgument);
+    }
     for (size_t j = 0; j < placeholders.size(); ++j)
-      if (j != i && bound[j]->record == bound[i]->record)
+      if (j != i && bound[j]->record == bound[i]->record) {
+        step.labels.emplace_back("run-output-shares-a-record");
         return Outcome::error(ErrorCode::InvalidArgument);
+      }
   }
 
   struct Output {
@@ -539,6 +601,7 @@ Outcome Model::run(const Command &c, Step &step) {
       continue;
     }
     if (r.state == ResidencyState::Lost) {
+      step.labels.emplace_back("run-input-lost");
       failure = Outcome::error(ErrorCode::DeviceLost);
       continue;
     }
@@ -964,7 +1027,7 @@ ModelStep Model::apply(const Command &c) {
       o = Outcome::error(ErrorCode::InvalidArgument);
     else if (d.shutDown)
       o = Outcome::error(ErrorCode::DeviceLost);
-    else if (networkFunction(c).verify())
+    else if (networkRefused(c))
       o = Outcome::error(ErrorCode::InvalidArgument);
     else {
       d.networks[c.target] = c;

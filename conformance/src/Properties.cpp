@@ -432,6 +432,10 @@ std::vector<PropertyFamily> makeFamilies() {
                  w[K::AddNetwork] = 2;
                  w[K::Run] = 6;
                  w[K::Refill] = 2;
+                 // Raw locations, so that a failing upload may be one to a
+                 // given location (which stays the caller's).
+                 w[K::Alloc] = 2;
+                 w[K::Free] = 1;
                  GeneratorProfile p = oneDevice(w);
                  p.faultCodes = {ErrorCode::DeviceError, ErrorCode::DeviceError,
                                  ErrorCode::OutOfMemory, ErrorCode::DeviceLost};
@@ -454,8 +458,17 @@ std::vector<PropertyFamily> makeFamilies() {
                  w[K::Refill] = 6;
                  w[K::Release] = 3;
                  w[K::ToDevice] = 8;
+                 // Runs on the device that is still up, over inputs the
+                 // other one lost (DeviceLost) or left Host.
+                 w[K::AddNetwork] = 2;
+                 w[K::Run] = 6;
+                 w[K::EvictNetwork] = 1;
                  GeneratorProfile p = oneDevice(w);
                  p.devices.push_back(device("d1"));
+                 // Two element kinds and two shapes a case: most tensors,
+                 // lost ones among them, fit a network.
+                 p.kindsPerScenario = 2;
+                 p.shapes = {{16}, {3, 5}};
                  return p;
                },
                {"device-lost-makes-Lost", "refill-of-Lost"}});

@@ -1185,6 +1185,14 @@ public:
       } else {
         if (auto d = compareTensor(name, mt, r, t, contents, &p.snapshot))
           return d;
+        if (p.snapshot && r &&
+            p.verified.versionKeptAcrossChange(*p.snapshot, mt.record, *r))
+          return Difference{
+              "version of the record of tensor '" + name + "'",
+              "a new version since it was " +
+                  std::string(residencyStateName(p.verified.reading().state)) +
+                  " (now " + std::string(residencyStateName(r->state)) + ")",
+              "version " + std::to_string(p.snapshot->version) + " kept"};
         if (p.snapshot && r)
           p.verified.remember(*p.snapshot, mt.record, *r);
       }
@@ -1559,6 +1567,8 @@ private:
         p.seenLocated.reset();
         continue;
       }
+      if (p.verified.versionKeptAcrossChange(*seen, mt.record, r))
+        return false;
       p.verified.remember(*seen, mt.record, r);
       std::optional<Located> located;
       if (seen->state == ResidencyState::Device ||
@@ -1836,9 +1846,19 @@ private:
     }
     Expected<Tensor> pinned =
         Tensor::create(Type{c.elemKind, c.dims}, c.target, *memory);
-    if (!pinned)
+    if (!pinned) {
+      // A type the contract refuses is InvalidArgument here; the step then
+      // makes the tensor without pinned storage, whose violation the model
+      // expects.
+      Error e = pinned.takeError();
+      if (e.code() == ErrorCode::InvalidArgument &&
+          !validDims(c.dims, c.elemKind)) {
+        storageLabel_ = "create-pinned-refused-type";
+        return nullptr;
+      }
       return refused("Tensor::create with its pinnedHostMemory(): " +
-                     pinned.takeError().toString());
+                     e.toString());
+    }
     if (!pinned->isPinned())
       return refused("a tensor whose isPinned() is false");
     storageLabel_ = "create-pinned";

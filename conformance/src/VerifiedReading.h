@@ -45,6 +45,15 @@ public:
            recordId == recordId_ && model.state == state_ &&
            sameText(model.device, device_);
   }
+  /// True when \p reading of record \p recordId keeps the kept reading's
+  /// version though \p model has left the kept state or device: the record
+  /// changed without a new version, which ResidencyRecord::version
+  /// promises (and which holds() relies on).
+  bool versionKeptAcrossChange(const ResidencySnapshot &reading, int recordId,
+                               const ModelRecord &model) const {
+    return version() && reading.version == version() && recordId == recordId_ &&
+           (model.state != state_ || !sameText(model.device, device_));
+  }
   /// The kept reading (meaningful while holds()).
   const ResidencySnapshot &reading() const { return reading_; }
   /// Its record's version; 0, which no record has, when none is kept.

@@ -71,6 +71,26 @@ TEST_F(VerifiedReadingTest, EndsWhenTheModelsRecordChanges) {
       << "the tensor is another model record";
 }
 
+TEST_F(VerifiedReadingTest, AModelChangeUnderTheSameVersionIsReported) {
+  remember();
+  ModelRecord moved = model;
+  moved.state = ResidencyState::Device;
+  moved.device = "d0";
+  EXPECT_TRUE(
+      reading.versionKeptAcrossChange(tensor.residencySnapshot(), 3, moved))
+      << "the model's record changed while the backend's kept its version";
+  EXPECT_FALSE(
+      reading.versionKeptAcrossChange(tensor.residencySnapshot(), 3, model))
+      << "neither side changed";
+  EXPECT_FALSE(
+      reading.versionKeptAcrossChange(tensor.residencySnapshot(), 4, moved))
+      << "another model record";
+  ASSERT_FALSE(transferToDeviceSync(*device, tensor));
+  EXPECT_FALSE(
+      reading.versionKeptAcrossChange(tensor.residencySnapshot(), 3, moved))
+      << "the backend's record changed with a new version";
+}
+
 TEST_F(VerifiedReadingTest, AnotherRecordNeverMatchesIt) {
   remember();
   Tensor other(ElemKind::Float32, {4}, "other");

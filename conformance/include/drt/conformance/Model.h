@@ -323,6 +323,11 @@ private:
 /// were allocated, on any device, networks were added).
 bool commandFitsModel(const Command &command, const Model &model);
 
+/// Whether \p dims of \p kind make a valid tensor type (semantics §1: at
+/// least one dimension, none zero, at most MaxTensorBytes in all), by the
+/// model's own rule.
+bool validDims(const std::vector<size_t> &dims, ElemKind kind);
+
 /// The state's name with the first letter capitalised ("Host", "Device").
 std::string_view stateName(ResidencyState state);
 /// stateName() as a string.
