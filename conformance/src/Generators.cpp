@@ -90,8 +90,14 @@ public:
           focus_ = CommandKind::Run;
       }
     }
-    if (c && c->kind == CommandKind::InjectFault && rng_.percent(60))
+    if (c && c->kind == CommandKind::InjectFault && rng_.percent(60)) {
       focus_ = kindHitting(c->fault.site);
+      // A read-back fault may strike one output of several that
+      // ensure-outputs brings back: the others must still come back.
+      if (c->fault.site == FaultSite::TransferFromDevice &&
+          p_.weights.count(CommandKind::EnsureOutputs) && rng_.percent(40))
+        focus_ = CommandKind::EnsureOutputs;
+    }
     // A freed block is what a caching allocator hands out next: allocate
     // its size again soon, and the freed location stays a stale one to use.
     if (c && c->kind == CommandKind::Free &&
@@ -468,6 +474,14 @@ private:
       offset = 0;
       return src.dims;
     }
+    // A full view of another shape: as many elements, flattened, or in two
+    // rows.
+    if (shape == 3 && (src.dims.size() > 1 || (n > 1 && n % 2 == 0))) {
+      offset = 0;
+      if (src.dims.size() > 1)
+        return {n};
+      return {2, n / 2};
+    }
     size_t k;
     switch (rng_.below(5)) {
     case 0:
@@ -625,18 +639,26 @@ private:
     return kinds;
   }
 
+  /// The views at an offset of the type of the network \p add adds.
+  std::vector<Name> viewsAtOffsetsFor(const Command &add) const {
+    std::vector<Name> out;
+    for (Name name : ch_.tensors) {
+      const ModelTensor &t = *m_.tensor(*name);
+      if (!t.empty() && t.offsetBytes != 0 && t.kind == add.elemKind &&
+          t.dims == add.dims)
+        out.push_back(name);
+    }
+    return out;
+  }
+
   /// Views at an offset of \p network's type whose record is resident on
   /// its device: inputs a run must read in place at their offsets.
   std::vector<Name> residentViewsFor(const std::string &network) const {
     const std::string &dev = m_.networkDevices().at(network);
-    const Command &add = m_.devices().at(dev).networks.at(network);
     std::vector<Name> out;
-    for (Name name : ch_.tensors) {
-      const ModelTensor &t = *m_.tensor(*name);
-      if (t.empty() || t.offsetBytes == 0 || t.kind != add.elemKind ||
-          t.dims != add.dims)
-        continue;
-      const ModelRecord &r = m_.records().at(t.record);
+    for (Name name :
+         viewsAtOffsetsFor(m_.devices().at(dev).networks.at(network))) {
+      const ModelRecord &r = m_.records().at(m_.tensor(*name)->record);
       if (resident(r) && r.device == dev)
         out.push_back(name);
     }
@@ -688,11 +710,8 @@ private:
     }
     // A view at an offset whose record is elsewhere: move the record here
     // through a tensor that covers it (a partial view cannot move it).
-    for (Name name : ch_.tensors) {
+    for (Name name : viewsAtOffsetsFor(add)) {
       const ModelTensor &t = *m_.tensor(*name);
-      if (t.empty() || t.offsetBytes == 0 || t.kind != type.kind ||
-          t.dims != type.dims)
-        continue;
       const ModelRecord &r = m_.records().at(t.record);
       if (r.state == ResidencyState::Lost ||
           (resident(r) && r.device == devIt->second))
@@ -736,9 +755,10 @@ private:
           add.nodes.begin(), add.nodes.end(),
           [&](const NetworkNode &n) { return n.output == name; });
     };
-    // Rarely bindings the run must refuse, on purpose: an output on a
-    // partial view, or sharing a record with another placeholder bound
-    // before or after it (semantics §7).
+    // Rarely bindings the run must refuse, on purpose: a tensor of another
+    // type with as many elements, an output on a partial view, or one
+    // sharing a record with another placeholder bound before or after it
+    // (semantics §7).
     bool refused = !preferViews && rng_.percent(3);
     std::vector<int> used;
     std::vector<Name> chosen;
@@ -747,24 +767,31 @@ private:
       std::vector<Name> fit, interesting, refusable;
       for (Name name : ch_.tensors) {
         const ModelTensor &t = *m_.tensor(*name);
-        if (t.empty() || t.kind != type.kind || t.dims != type.dims)
+        if (t.empty() || t.kind != type.kind || t.dims != type.dims) {
+          // Of another kind or shape with as many elements.
+          if (refused && !t.empty() && t.numElements() == type.numElements())
+            refusable.push_back(name);
           continue;
+        }
         const ModelRecord &r = m_.records().at(t.record);
         bool whole = t.offsetBytes == 0 && t.bytes() == r.bytes;
         bool taken =
             std::find(used.begin(), used.end(), t.record) != used.end();
         // Inputs are often the interesting kind: a view at an offset into a
-        // resident record (offsets a backend must honour), a tensor
-        // resident on another device (which the run must move) or a lost
-        // one (DeviceLost). An output is interesting Mirrored (the run drops
-        // the host copy, and a failing run leaves it Device) or resident
-        // elsewhere (which the run releases there first).
+        // resident record (offsets a backend must honour), a Mirrored one
+        // (used in place), a tensor resident on another device (which the
+        // run must move) or a lost one (DeviceLost). An output is
+        // interesting Mirrored (the run drops the host copy, and a failing
+        // run leaves it Device) or resident elsewhere (which the run
+        // releases there first).
         bool isInteresting =
-            isOutput ? resident(r) && (r.state == ResidencyState::Mirrored ||
-                                       r.device != add.device)
-                     : r.state == ResidencyState::Lost ||
-                           (resident(r) &&
-                            (t.offsetBytes != 0 || r.device != add.device));
+            isOutput
+                ? resident(r) && (r.state == ResidencyState::Mirrored ||
+                                  r.device != add.device)
+                : r.state == ResidencyState::Lost ||
+                      (resident(r) && (t.offsetBytes != 0 ||
+                                       r.state == ResidencyState::Mirrored ||
+                                       r.device != add.device));
         if (isOutput && (!whole || taken)) {
           if (refused)
             refusable.push_back(name);
@@ -887,12 +914,17 @@ private:
       // Live locations of the record's size here, other live ones here, and
       // ones of the record's size on another device, which this device must
       // refuse though its own handles may look the same.
-      std::vector<Name> fitting, here, elsewhere;
+      // Now and then one of the record's size here that is no longer the
+      // caller's to give: taken over by a tensor, or freed.
+      std::vector<Name> fitting, here, elsewhere, given;
       for (Name name : ch_.locations) {
         const ModelLocation &l = m_.locations().at(*name);
-        if (l.state != ModelLocation::State::Live)
-          continue;
         bool sameSize = r && l.bytes == r->bytes;
+        if (l.state != ModelLocation::State::Live) {
+          if (sameSize && l.device == c.device)
+            given.push_back(name);
+          continue;
+        }
         if (l.device != c.device) {
           if (sameSize)
             elsewhere.push_back(name);
@@ -908,6 +940,8 @@ private:
         c.location = *rng_.pick(here);
       else if (!elsewhere.empty() && rng_.percent(10))
         c.location = *rng_.pick(elsewhere);
+      else if (!given.empty() && rng_.percent(10))
+        c.location = *rng_.pick(given);
       break;
     }
     case CommandKind::FromDevice:

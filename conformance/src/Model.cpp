@@ -555,8 +555,10 @@ Outcome Model::run(const Command &c, Step &step) {
       return Outcome::error(ErrorCode::InvalidArgument);
     if (t->empty())
       return Outcome::violationOf(ViolationKind::UseOfMovedFrom);
-    if (t->kind != p.type.kind || t->dims != p.type.dims)
+    if (t->kind != p.type.kind || t->dims != p.type.dims) {
+      step.labels.emplace_back("run-binding-of-another-type");
       return Outcome::error(ErrorCode::InvalidArgument);
+    }
     bound.push_back(t);
   }
   for (size_t i = 0; i < placeholders.size(); ++i) {

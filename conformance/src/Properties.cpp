@@ -433,12 +433,22 @@ std::vector<PropertyFamily> makeFamilies() {
                  w[K::Run] = 6;
                  w[K::Refill] = 2;
                  // Raw locations, so that a failing upload may be one to a
-                 // given location (which stays the caller's).
+                 // given location (which stays the caller's); outputs
+                 // brought back while a read-back fault is planned.
                  w[K::Alloc] = 2;
                  w[K::Free] = 1;
+                 w[K::EnsureOutputs] = 3;
                  GeneratorProfile p = oneDevice(w);
                  p.faultCodes = {ErrorCode::DeviceError, ErrorCode::DeviceError,
                                  ErrorCode::OutOfMemory, ErrorCode::DeviceLost};
+                 // Budgets, so that allocations the budget refuses come
+                 // between planned faults and count towards them.
+                 p.drawBudgets = true;
+                 // Networks of two or more outputs over tensors of two
+                 // kinds: a read-back fault may strike one output of
+                 // several that ensure-outputs brings back.
+                 p.kindsPerScenario = 2;
+                 p.minNetworkNodes = 2;
                  return p;
                },
                {"fault-failed-to-device", "fault-failed-from-device",
@@ -463,6 +473,7 @@ std::vector<PropertyFamily> makeFamilies() {
                  w[K::AddNetwork] = 2;
                  w[K::Run] = 6;
                  w[K::EvictNetwork] = 1;
+                 w[K::EnsureOutputs] = 2;
                  GeneratorProfile p = oneDevice(w);
                  p.devices.push_back(device("d1"));
                  // Two element kinds and two shapes a case: most tensors,

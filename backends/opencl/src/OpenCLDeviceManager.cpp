@@ -958,7 +958,9 @@ Expected<DeviceLocation> OpenCLDeviceManager::allocate(uint64_t bytes) {
                      what() + ": the device is not running");
   if (bytes == 0)
     return makeError(ErrorCode::InvalidArgument, what() + ": size 0");
-  if (bytes > s.budget - s.used)
+  // A planned fault strikes its allocation whatever the budget says
+  // (semantics §6): the driver call below fails with it.
+  if (!injected && bytes > s.budget - s.used)
     return makeError(ErrorCode::OutOfMemory,
                      what() + ": " + std::to_string(bytes) +
                          " bytes requested, " + std::to_string(s.used) +
