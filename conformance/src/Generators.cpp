@@ -669,14 +669,10 @@ private:
   /// two different inputs of the network (where one argument's offset can
   /// stand in for another's), else one.
   static size_t viewInputsWanted(const Command &add) {
-    auto isOutput = [&](const std::string &name) {
-      return std::any_of(
-          add.nodes.begin(), add.nodes.end(),
-          [&](const NetworkNode &n) { return n.output == name; });
-    };
     for (const NetworkNode &n : add.nodes)
       if (n.inputs.size() > 1 && n.inputs[0] != n.inputs[1] &&
-          !isOutput(n.inputs[0]) && !isOutput(n.inputs[1]))
+          !networkWrites(add.nodes, n.inputs[0]) &&
+          !networkWrites(add.nodes, n.inputs[1]))
         return 2;
     return 1;
   }
@@ -748,22 +744,14 @@ private:
   pickBindings(const Command &add, bool preferViews) {
     std::vector<std::pair<std::string, std::string>> out;
     Type type{add.elemKind, add.dims};
-    // An output is what a node writes (Function::isOutput), read off the
-    // nodes without building the function.
-    auto isOutputOf = [&](const std::string &name) {
-      return std::any_of(
-          add.nodes.begin(), add.nodes.end(),
-          [&](const NetworkNode &n) { return n.output == name; });
-    };
     // Rarely bindings the run must refuse, on purpose: a tensor of another
     // type with as many elements, an output on a partial view, or one
     // sharing a record with another placeholder bound before or after it
     // (semantics §7).
     bool refused = !preferViews && rng_.percent(3);
     std::vector<int> used;
-    std::vector<Name> chosen;
     for (const Placeholder &p : networkPlaceholders(add.nodes, type)) {
-      bool isOutput = isOutputOf(p.name);
+      bool isOutput = networkWrites(add.nodes, p.name);
       std::vector<Name> fit, interesting, refusable;
       for (Name name : ch_.tensors) {
         const ModelTensor &t = *m_.tensor(*name);
@@ -803,9 +791,11 @@ private:
             !rng_.percent(25))
           continue;
         fit.push_back(name);
+        // A planned run's inputs are distinct views where it can.
         if (isInteresting &&
             (!preferViews ||
-             std::find(chosen.begin(), chosen.end(), name) == chosen.end()))
+             std::none_of(out.begin(), out.end(),
+                          [&](const auto &b) { return b.second == *name; })))
           interesting.push_back(name);
         // Or what a run just issued without waiting holds, on this device.
         if (resident(r) && r.device == add.device &&
@@ -822,11 +812,10 @@ private:
                       : rng_.pick(fit);
       out.emplace_back(p.name, *pick);
       used.push_back(m_.tensor(*pick)->record);
-      chosen.push_back(pick);
     }
     // Outputs must not share with inputs chosen after them either.
     for (size_t i = 0; i < out.size() && !refused; ++i) {
-      if (!isOutputOf(out[i].first))
+      if (!networkWrites(add.nodes, out[i].first))
         continue;
       for (size_t j = 0; j < out.size(); ++j)
         if (j != i && m_.tensor(out[j].second)->record ==

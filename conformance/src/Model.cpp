@@ -152,10 +152,6 @@ bool networkRefused(const Command &add) {
   if (add.target.empty() || add.nodes.empty() || add.dims.empty() ||
       std::find(add.dims.begin(), add.dims.end(), size_t(0)) != add.dims.end())
     return true;
-  auto isOutput = [&](const std::string &name) {
-    return std::any_of(add.nodes.begin(), add.nodes.end(),
-                       [&](const NetworkNode &n) { return n.output == name; });
-  };
   std::vector<std::string> written;
   for (const NetworkNode &n : add.nodes) {
     bool binary = n.op == OpKind::Add || n.op == OpKind::Mul;
@@ -163,7 +159,7 @@ bool networkRefused(const Command &add) {
       return true;
     for (const std::string &in : n.inputs)
       if (in == n.output ||
-          (isOutput(in) &&
+          (networkWrites(add.nodes, in) &&
            std::find(written.begin(), written.end(), in) == written.end()))
         return true;
     if (std::find(written.begin(), written.end(), n.output) != written.end())

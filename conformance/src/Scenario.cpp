@@ -132,6 +132,12 @@ networkPlaceholders(const std::vector<NetworkNode> &nodes, const Type &type) {
   return out;
 }
 
+bool networkWrites(const std::vector<NetworkNode> &nodes,
+                   const std::string &name) {
+  return std::any_of(nodes.begin(), nodes.end(),
+                     [&](const NetworkNode &n) { return n.output == name; });
+}
+
 Function networkFunction(const Command &addNetwork) {
   Function f(addNetwork.target);
   Type type{addNetwork.elemKind, addNetwork.dims};

@@ -178,6 +178,10 @@ struct Scenario {
 /// \p type.
 std::vector<Placeholder> networkPlaceholders(const std::vector<NetworkNode> &,
                                              const Type &type);
+/// Whether a node of \p nodes writes \p name (an output of the network,
+/// as Function::isOutput says of the function it describes).
+bool networkWrites(const std::vector<NetworkNode> &nodes,
+                   const std::string &name);
 /// The Function an add-network command describes.
 Function networkFunction(const Command &addNetwork);
 
