@@ -64,6 +64,8 @@ public:
       kind = CommandKind::Create;
     } else if (std::optional<CommandKind> planned = viewPlanStep()) {
       kind = *planned;
+    } else if (std::optional<CommandKind> ensure = faultedEnsureStep()) {
+      kind = *ensure;
     } else if (focus_ && possible(*focus_) && rng_.percent(60)) {
       kind = *focus_;
     } else if (!drawKind(kind)) {
@@ -737,6 +739,118 @@ private:
     return CommandKind::Create;
   }
 
+  /// The next command of a read-back fault plan (GeneratorProfile::
+  /// faultedEnsurePlanPercent), which starts at a network whose last run
+  /// bound two or more outputs that could be read back: outputs moved to
+  /// its device until two or more are there, a from-device fault on that
+  /// device, then ensure-outputs of the network. nullopt when no plan is
+  /// under way, or when the run bound fewer than two outputs that
+  /// ensure-outputs could read back.
+  std::optional<CommandKind> faultedEnsureStep() {
+    if (!faultedEnsure_ && p_.faultedEnsurePlanPercent &&
+        rng_.percent(p_.faultedEnsurePlanPercent)) {
+      std::vector<Name> ready;
+      for (Name net : ch_.networks)
+        if (wholeOutputs(*net).size() >= 2)
+          ready.push_back(net);
+      if (!ready.empty()) {
+        faultedEnsure_.emplace();
+        faultedEnsure_->network = *rng_.pick(ready);
+      }
+    }
+    if (!faultedEnsure_)
+      return std::nullopt;
+    const std::string net = faultedEnsure_->network;
+    if (faultedEnsure_->faultPlanned && faultedEnsure_->faults.empty()) {
+      planEnsure_ = net;
+      faultedEnsure_.reset();
+      return CommandKind::EnsureOutputs;
+    }
+    std::vector<Name> outputs = wholeOutputs(net);
+    if (outputs.size() < 2 || faultedEnsure_->stepsLeft-- <= 0) {
+      faultedEnsure_.reset();
+      return std::nullopt;
+    }
+    // Two outputs on the device are enough: ensure-outputs reads back
+    // those, and one comes after the one that fails.
+    const std::string &dev = m_.networkDevices().at(net);
+    std::vector<Name> elsewhere;
+    for (Name name : outputs) {
+      const ModelRecord &r = m_.records().at(m_.tensor(*name)->record);
+      if (r.state != ResidencyState::Device || r.device != dev)
+        elsewhere.push_back(name);
+    }
+    size_t onDevice = outputs.size() - elsewhere.size();
+    if (!faultedEnsure_->faultPlanned && onDevice < 2) {
+      planToDevice_ = {*rng_.pick(elsewhere), dev};
+      return CommandKind::ToDevice;
+    }
+    if (!faultedEnsure_->faultPlanned) {
+      faultedEnsure_->faultPlanned = true;
+      planFaults(dev, onDevice);
+    }
+    planFault_ = faultedEnsure_->faults.back();
+    faultedEnsure_->faults.pop_back();
+    return CommandKind::InjectFault;
+  }
+
+  /// The read-back faults of a plan on \p dev, where ensure-outputs reads
+  /// back \p outputs outputs, last first: one on an output before the
+  /// last, so that an output comes after it; or two of different codes on
+  /// the first two, so that the first error must be the one returned.
+  void planFaults(const std::string &dev, size_t outputs) {
+    std::vector<PlannedFault> &faults = faultedEnsure_->faults;
+    ErrorCode first = rng_.pick(p_.faultCodes);
+    std::vector<ErrorCode> others;
+    for (ErrorCode code : p_.faultCodes)
+      if (code != first)
+        others.push_back(code);
+    // A lost device fails every output after it with its own code.
+    if (first != ErrorCode::DeviceLost && !others.empty() &&
+        (outputs > 2 || rng_.percent(50))) {
+      faults.push_back({dev, 2, rng_.pick(others)});
+      faults.push_back({dev, 1, first});
+      return;
+    }
+    faults.push_back({dev, unsigned(rng_.between(1, outputs - 1)), first});
+  }
+
+  /// The tensors bound to the outputs of \p net's last run that
+  /// ensure-outputs could read back: whole tensors of distinct records, not
+  /// Lost, while the network's device is live. Empty when its context's
+  /// last run was not of \p net.
+  std::vector<Name> wholeOutputs(const std::string &net) const {
+    std::vector<Name> outputs;
+    auto ctx = m_.contexts().find(net);
+    auto devIt = m_.networkDevices().find(net);
+    if (ctx == m_.contexts().end() || ctx->second.lastNetwork != net ||
+        devIt == m_.networkDevices().end())
+      return outputs;
+    const ModelDevice &d = m_.devices().at(devIt->second);
+    auto add = d.networks.find(net);
+    if (d.shutDown || add == d.networks.end() ||
+        !d.traits.capabilities.faultInjection)
+      return outputs;
+    std::vector<int> records;
+    for (const auto &[ph, name] : ctx->second.bindings) {
+      if (!networkWrites(add->second.nodes, ph))
+        continue;
+      auto it = m_.tensors().find(name);
+      if (it == m_.tensors().end() || it->second.empty())
+        continue;
+      const ModelTensor &t = it->second;
+      const ModelRecord &r = m_.records().at(t.record);
+      if (r.state != ResidencyState::Lost && t.offsetBytes == 0 &&
+          t.bytes() == r.bytes &&
+          std::find(records.begin(), records.end(), t.record) ==
+              records.end()) {
+        records.push_back(t.record);
+        outputs.push_back(&it->first);
+      }
+    }
+    return outputs;
+  }
+
   /// Bindings for the network added by \p add: matching types, outputs on
   /// whole tensors whose records no other placeholder uses. Empty when
   /// impossible.
@@ -995,9 +1109,13 @@ private:
       break;
     }
     case CommandKind::EvictNetwork:
-    case CommandKind::EnsureOutputs:
       c.target = *rng_.pick(ch_.networks);
       break;
+    case CommandKind::EnsureOutputs: {
+      std::optional<std::string> planned = std::exchange(planEnsure_, {});
+      c.target = planned ? *planned : *rng_.pick(ch_.networks);
+      break;
+    }
     case CommandKind::Shutdown: {
       std::vector<Name> holding;
       for (const auto &[id, r] : m_.records())
@@ -1008,6 +1126,14 @@ private:
       break;
     }
     case CommandKind::InjectFault:
+      if (std::optional<PlannedFault> planned = std::exchange(planFault_, {})) {
+        // For one output of the several that ensure-outputs reads back next.
+        c.device = planned->device;
+        c.fault.site = FaultSite::TransferFromDevice;
+        c.fault.nth = planned->nth;
+        c.fault.code = planned->code;
+        break;
+      }
       c.device = ch_.liveDevices.empty() ? *rng_.pick(ch_.devices)
                                          : *rng_.pick(ch_.liveDevices);
       c.fault.site = std::array{
@@ -1072,6 +1198,24 @@ private:
   std::optional<std::string> planRun_;
   std::optional<std::string> planView_;
   std::optional<std::pair<std::string, std::string>> planToDevice_;
+  /// A read-back fault plan (faultedEnsureStep): its network, whether its
+  /// faults are planned, those still to inject (last first) and the steps
+  /// it may still take; then the fault the next inject-fault plans, and the
+  /// network ensure-outputs brings back.
+  struct PlannedFault {
+    std::string device;
+    unsigned nth;
+    ErrorCode code;
+  };
+  struct FaultedEnsurePlan {
+    std::string network;
+    bool faultPlanned = false;
+    std::vector<PlannedFault> faults;
+    int stepsLeft = 8;
+  };
+  std::optional<FaultedEnsurePlan> faultedEnsure_;
+  std::optional<PlannedFault> planFault_;
+  std::optional<std::string> planEnsure_;
   /// The input space's value classes, in order of first appearance, and the
   /// patterns of each (pickPattern fills them on first use).
   std::vector<const std::string *> valueClassNames_;

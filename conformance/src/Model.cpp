@@ -757,10 +757,14 @@ Outcome Model::ensureOutputs(const Command &c, Step &step) {
       e = Outcome::error(ErrorCode::InvalidArgument);
     } else if (r.state == ResidencyState::Mirrored) {
       releaseRecord(r);
+      if (first != Outcome::ok())
+        step.labels.emplace_back("ensure-outputs-goes-on-after-an-error");
     } else if (r.state == ResidencyState::Device) {
       e = fetchToHost(t->record, true, step);
       if (e == Outcome::ok())
         step.labels.emplace_back("ensure-outputs-brings-back");
+      if (e == Outcome::ok() && first != Outcome::ok())
+        step.labels.emplace_back("ensure-outputs-goes-on-after-an-error");
     }
     if (first == Outcome::ok())
       first = e;

@@ -176,7 +176,7 @@ std::vector<PropertyFamily> makeFamilies() {
                {"out-of-memory", "takes-over-location"}});
   f.push_back({"runs-and-outputs",
                "runs leave outputs resident; ensureOutputsAvailable brings "
-               "them back; results are exact",
+               "them back, past one that fails; results are exact",
                needsResident,
                [] {
                  std::map<CommandKind, int> w = {
@@ -185,7 +185,11 @@ std::vector<PropertyFamily> makeFamilies() {
                      {K::AddNetwork, 3},    {K::Run, 10},
                      {K::EnsureOutputs, 5}, {K::EvictNetwork, 1},
                      {K::Destroy, 1},       {K::View, 1}};
-                 return oneDevice(w);
+                 GeneratorProfile p = oneDevice(w);
+                 // On a device that can fail a read-back, ensure-outputs
+                 // now and then meets one output that fails (semantics §7).
+                 p.faultedEnsurePlanPercent = 20;
+                 return p;
                },
                {"run-leaves-outputs-resident", "ensure-outputs-brings-back",
                 "run-input-in-place"}});
@@ -449,6 +453,7 @@ std::vector<PropertyFamily> makeFamilies() {
                  // several that ensure-outputs brings back.
                  p.kindsPerScenario = 2;
                  p.minNetworkNodes = 2;
+                 p.faultedEnsurePlanPercent = 10;
                  return p;
                },
                {"fault-failed-to-device", "fault-failed-from-device",

@@ -68,6 +68,13 @@ struct GeneratorProfile {
   /// two inputs), the transfer of their record, then a run of the network
   /// that mostly reads those views. 0: no plans.
   unsigned viewInputPlanPercent = 0;
+  /// Percent of steps that start a read-back fault plan where a network's
+  /// last run bound two or more outputs that could be read back: two or
+  /// more of them moved to its device, a from-device fault planned there
+  /// for one (or two of different codes), then ensure-outputs, so that one
+  /// output fails while those after it must still come back and the first
+  /// error is the one returned. 0: no plans.
+  unsigned faultedEnsurePlanPercent = 0;
   /// Fault codes inject-fault chooses from.
   std::vector<ErrorCode> faultCodes = {ErrorCode::DeviceError,
                                        ErrorCode::DeviceLost};
