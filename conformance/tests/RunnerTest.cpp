@@ -134,6 +134,27 @@ protected:
   }
 };
 
+/// A device whose uploads and read-backs both leave out the last 4 bytes:
+/// a read-back alone would show bytes the upload never sent, but the two
+/// together round-trip every byte the host storage still holds.
+class TransfersDropTheTail final : public fake::FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+  ~TransfersDropTheTail() override { shutdown(); }
+
+protected:
+  void copyToDevice(DeviceLocation dst, const std::byte *src, uint64_t bytes,
+                    CompletionCallback done) override {
+    FakeDevice::copyToDevice(dst, src, bytes > 4 ? bytes - 4 : bytes,
+                             std::move(done));
+  }
+  void copyFromDevice(DeviceLocation src, std::byte *dst, uint64_t bytes,
+                      CompletionCallback done) override {
+    FakeDevice::copyFromDevice(src, dst, bytes > 4 ? bytes - 4 : bytes,
+                               std::move(done));
+  }
+};
+
 /// A device whose second allocation hands out the first one's location
 /// again while it is still in use (the second block is taken, and counted,
 /// but never used).
@@ -859,6 +880,25 @@ from-device b d0 keep
   EXPECT_EQ(r.divergence->step, 6u) << r.divergence->toString();
   EXPECT_EQ(r.divergence->what, "host contents of tensor 'a' at byte 0")
       << r.divergence->toString();
+}
+
+TEST(Runner, AReadBackThatLeavesStaleHostBytesIsReportedAtItsStep) {
+  // While the runner runs, the host bytes of a record that becomes Device
+  // are overwritten (semantics §2): a backend whose upload and read-back
+  // both drop the tail is caught at the read-back, though the host storage
+  // held the uploaded bytes all along.
+  RunResult r =
+      run(R"(device d0
+create a f32 [4] fill=random:1
+to-device a d0
+from-device a d0 keep
+)",
+          testBackend<TransfersDropTheTail>("test:transfers-drop-the-tail"));
+  ASSERT_TRUE(r.divergence) << r.setupError;
+  EXPECT_EQ(r.divergence->step, 3u) << r.divergence->toString();
+  EXPECT_EQ(r.divergence->what, "host contents of tensor 'a' at byte 12")
+      << r.divergence->toString();
+  EXPECT_EQ(r.divergence->observed, "cd cd cd cd") << r.divergence->toString();
 }
 
 TEST(Runner, AReadBackThatWritesOutsideTheHostBytesIsReportedAtItsStep) {

@@ -447,6 +447,7 @@ void DeviceManager::upload(std::shared_ptr<TensorStorage> storage,
           std::unique_lock<std::mutex> lock(r.mutex_);
           if (registerResident(storage, target)) {
             r.place(ResidencyState::Device, this, target);
+            storage->markHostStale();
             lock.unlock();
             storage.reset();
             return done(Error::success());
@@ -878,6 +879,7 @@ void DeviceManager::finishRun(std::shared_ptr<RunState> run, Error error) {
         break;
       }
       r.place(ResidencyState::Device, this, out.location);
+      out.storage->markHostStale();
     }
   }
   if (error) {
@@ -886,8 +888,10 @@ void DeviceManager::finishRun(std::shared_ptr<RunState> run, Error error) {
       std::unique_lock<std::mutex> lock(r.mutex_);
       if (!out.allocatedForRun) {
         // The run may have written part of it: the host copy is stale.
-        if (r.state_ == ResidencyState::Mirrored)
+        if (r.state_ == ResidencyState::Mirrored) {
           r.setState(ResidencyState::Device);
+          out.storage->markHostStale();
+        }
         continue;
       }
       if (r.state_ == ResidencyState::Device)

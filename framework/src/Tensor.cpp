@@ -159,6 +159,11 @@ std::string TensorStorage::takeGuardDamage() {
   return damage;
 }
 
+void TensorStorage::markHostStale() {
+  if (data_.guard)
+    std::memset(data_.data, int(StaleHostByte), data_.size);
+}
+
 TensorStorage::~TensorStorage() {
   // No operation can be pending: every pending operation holds a reference.
   // The host bytes go after this body (a member).

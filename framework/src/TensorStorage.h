@@ -47,6 +47,13 @@ public:
   /// pattern, or when there are none; else which guard bytes changed, and
   /// the pattern is written again, so a change is told once.
   std::string takeGuardDamage();
+  /// Where the storage has guards (it was made while a HostGuardScope was
+  /// alive), overwrites its bytes with StaleHostByte: the record is on a
+  /// device only, its host copy stale (semantics §2), so a backend that
+  /// reads the host bytes from then on, or a read-back that leaves some of
+  /// them in place, shows the pattern instead of the device's data. Called
+  /// with the record's lock held, when it becomes Device.
+  void markHostStale();
 
   ResidencyRecord record;
 

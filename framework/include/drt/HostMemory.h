@@ -50,7 +50,10 @@ inline constexpr size_t HostGuardBytes = 64;
 /// backend completes it, whatever its outcome; bytes that changed are
 /// reported through that device's takeBackgroundErrors() (a DeviceError
 /// naming the tensor and the first changed byte) and the guard is written
-/// again. Storage created outside any scope has no guard; the setting is
+/// again. The host bytes of a guarded storage are overwritten with
+/// StaleHostByte whenever its record becomes Device, so that a read-back
+/// must bring every byte back. Storage created outside any scope has no
+/// guard; the setting is
 /// read when the storage is created, so scopes on several threads are safe.
 /// The conformance runner holds one while it runs a scenario.
 class HostGuardScope {
@@ -60,6 +63,11 @@ public:
   HostGuardScope(const HostGuardScope &) = delete;
   HostGuardScope &operator=(const HostGuardScope &) = delete;
 };
+
+/// The byte that fills the host bytes of a guarded storage whose record
+/// becomes Device (its host copy is stale, semantics §2): what a read-back
+/// that misses some bytes leaves in them.
+inline constexpr unsigned char StaleHostByte = 0xcd;
 
 /// True while a HostGuardScope is alive on any thread.
 bool hostGuardsEnabled();
