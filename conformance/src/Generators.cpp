@@ -58,6 +58,9 @@ public:
   /// One command for the model's current state, or nullopt when the drawn
   /// kind is impossible now.
   std::optional<Command> next() {
+    // A run held back for the fault planned just before it.
+    if (heldRun_)
+      return std::exchange(heldRun_, std::nullopt);
     gather();
     CommandKind kind;
     if (wanted_ && possible(CommandKind::Create) && rng_.percent(80)) {
@@ -111,6 +114,19 @@ public:
     if (c && c->kind == CommandKind::FromDevice && !c->release &&
         rng_.percent(40))
       focus_ = CommandKind::ToDevice;
+    // Now and then a run fault planned right before a run (GeneratorProfile::
+    // runFaultPercent): the run fails, and the fault does not wait for a
+    // later command.
+    if (c && c->kind == CommandKind::Run && p_.runFaultPercent &&
+        rng_.percent(p_.runFaultPercent)) {
+      const ModelDevice &d = m_.devices().at(m_.networkDevices().at(c->target));
+      if (d.traits.capabilities.faultInjection && !d.shutDown) {
+        planFault_ = {m_.networkDevices().at(c->target), FaultSite::Run, 1,
+                      rng_.pick(p_.faultCodes)};
+        heldRun_ = std::move(c);
+        return draw(CommandKind::InjectFault);
+      }
+    }
     return c;
   }
 
@@ -808,11 +824,13 @@ private:
     // A lost device fails every output after it with its own code.
     if (first != ErrorCode::DeviceLost && !others.empty() &&
         (outputs > 2 || rng_.percent(50))) {
-      faults.push_back({dev, 2, rng_.pick(others)});
-      faults.push_back({dev, 1, first});
+      faults.push_back(
+          {dev, FaultSite::TransferFromDevice, 2, rng_.pick(others)});
+      faults.push_back({dev, FaultSite::TransferFromDevice, 1, first});
       return;
     }
-    faults.push_back({dev, unsigned(rng_.between(1, outputs - 1)), first});
+    faults.push_back({dev, FaultSite::TransferFromDevice,
+                      unsigned(rng_.between(1, outputs - 1)), first});
   }
 
   /// The tensors bound to the outputs of \p net's last run that
@@ -1127,9 +1145,10 @@ private:
     }
     case CommandKind::InjectFault:
       if (std::optional<PlannedFault> planned = std::exchange(planFault_, {})) {
-        // For one output of the several that ensure-outputs reads back next.
+        // For one output of the several that ensure-outputs reads back
+        // next, or for the run drawn with it.
         c.device = planned->device;
-        c.fault.site = FaultSite::TransferFromDevice;
+        c.fault.site = planned->site;
         c.fault.nth = planned->nth;
         c.fault.code = planned->code;
         break;
@@ -1204,6 +1223,7 @@ private:
   /// network ensure-outputs brings back.
   struct PlannedFault {
     std::string device;
+    FaultSite site;
     unsigned nth;
     ErrorCode code;
   };
@@ -1215,6 +1235,8 @@ private:
   };
   std::optional<FaultedEnsurePlan> faultedEnsure_;
   std::optional<PlannedFault> planFault_;
+  /// A run drawn after the fault planned for it, issued next.
+  std::optional<Command> heldRun_;
   std::optional<std::string> planEnsure_;
   /// The input space's value classes, in order of first appearance, and the
   /// patterns of each (pickPattern fills them on first use).

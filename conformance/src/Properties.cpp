@@ -187,8 +187,10 @@ std::vector<PropertyFamily> makeFamilies() {
                      {K::Destroy, 1},       {K::View, 1}};
                  GeneratorProfile p = oneDevice(w);
                  // On a device that can fail a read-back, ensure-outputs
-                 // now and then meets one output that fails (semantics §7).
+                 // now and then meets one output that fails (semantics §7),
+                 // and a run now and then the fault planned for it.
                  p.faultedEnsurePlanPercent = 20;
+                 p.runFaultPercent = 5;
                  return p;
                },
                {"run-leaves-outputs-resident", "ensure-outputs-brings-back",
@@ -454,6 +456,7 @@ std::vector<PropertyFamily> makeFamilies() {
                  p.kindsPerScenario = 2;
                  p.minNetworkNodes = 2;
                  p.faultedEnsurePlanPercent = 10;
+                 p.runFaultPercent = 15;
                  return p;
                },
                {"fault-failed-to-device", "fault-failed-from-device",

@@ -75,6 +75,11 @@ struct GeneratorProfile {
   /// output fails while those after it must still come back and the first
   /// error is the one returned. 0: no plans.
   unsigned faultedEnsurePlanPercent = 0;
+  /// Percent of runs on a device that declares fault injection that come
+  /// right after a fault planned for them (site run, nth 1): the failing
+  /// run's outputs, and a fault that must not strike a later command. 0:
+  /// none.
+  unsigned runFaultPercent = 0;
   /// Fault codes inject-fault chooses from.
   std::vector<ErrorCode> faultCodes = {ErrorCode::DeviceError,
                                        ErrorCode::DeviceLost};
