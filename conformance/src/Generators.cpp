@@ -459,6 +459,14 @@ private:
       return false;
     c.source = *rng_.pick(sources);
     c.dims = type.dims;
+    // Now and then as many elements in another shape, which a run must
+    // refuse to bind (semantics §7).
+    if (rng_.percent(10)) {
+      if (c.dims.size() > 1)
+        c.dims = {n};
+      else if (n > 1 && n % 2 == 0)
+        c.dims = {2, n / 2};
+    }
     size_t room = m_.tensor(c.source)->numElements() - n;
     switch (rng_.below(3)) {
     case 0: {
@@ -880,17 +888,29 @@ private:
     // type with as many elements, an output on a partial view, or one
     // sharing a record with another placeholder bound before or after it
     // (semantics §7).
-    bool refused = !preferViews && rng_.percent(3);
+    // Where a tensor of the network's kind has as many elements in another
+    // shape, more often: a check of sizes alone would take it.
+    bool reshapedAround =
+        std::any_of(ch_.tensors.begin(), ch_.tensors.end(), [&](Name name) {
+          const ModelTensor &t = *m_.tensor(*name);
+          return !t.empty() && t.kind == type.kind && t.dims != type.dims &&
+                 t.numElements() == type.numElements();
+        });
+    bool refused = !preferViews && rng_.percent(reshapedAround ? 15 : 3);
     std::vector<int> used;
     for (const Placeholder &p : networkPlaceholders(add.nodes, type)) {
       bool isOutput = networkWrites(add.nodes, p.name);
-      std::vector<Name> fit, interesting, refusable;
+      std::vector<Name> fit, interesting, refusable, reshaped;
       for (Name name : ch_.tensors) {
         const ModelTensor &t = *m_.tensor(*name);
         if (t.empty() || t.kind != type.kind || t.dims != type.dims) {
-          // Of another kind or shape with as many elements.
-          if (refused && !t.empty() && t.numElements() == type.numElements())
+          // Of another kind or shape with as many elements; of the same
+          // kind in another shape is what a check of sizes alone accepts.
+          if (refused && !t.empty() && t.numElements() == type.numElements()) {
             refusable.push_back(name);
+            if (t.kind == type.kind)
+              reshaped.push_back(name);
+          }
           continue;
         }
         const ModelRecord &r = m_.records().at(t.record);
@@ -937,7 +957,8 @@ private:
       }
       if (fit.empty() && refusable.empty())
         return {};
-      Name pick = !refusable.empty() && (fit.empty() || rng_.percent(50))
+      Name pick = !reshaped.empty() && rng_.percent(35) ? rng_.pick(reshaped)
+                  : !refusable.empty() && (fit.empty() || rng_.percent(50))
                       ? rng_.pick(refusable)
                   : !interesting.empty() && rng_.percent(preferViews ? 90 : 50)
                       ? rng_.pick(interesting)
