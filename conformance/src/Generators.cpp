@@ -1076,7 +1076,9 @@ private:
         if (sameSize)
           fitting.push_back(name);
       }
-      if (!fitting.empty() && rng_.percent(60))
+      if (!elsewhere.empty() && rng_.percent(p_.foreignLocationPercent))
+        c.location = *rng_.pick(elsewhere);
+      else if (!fitting.empty() && rng_.percent(60))
         c.location = *rng_.pick(fitting);
       else if (!here.empty() && rng_.percent(15))
         c.location = *rng_.pick(here);
@@ -1209,7 +1211,8 @@ private:
     case CommandKind::Free:
       c.target = *rng_.pick(ch_.locations);
       // Now and then on another device, which must refuse it.
-      c.device = ch_.devices.size() > 1 && rng_.percent(10)
+      c.device = ch_.devices.size() > 1 &&
+                         rng_.percent(std::max(10u, p_.foreignLocationPercent))
                      ? *rng_.pick(ch_.devices)
                      : m_.locations().at(c.target).device;
       break;

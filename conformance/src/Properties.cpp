@@ -283,6 +283,7 @@ std::vector<PropertyFamily> makeFamilies() {
                  // configurations).
                  p.space.elemKinds = {ElemKind::Float32};
                  p.devices.push_back(device("d1"));
+                 p.foreignLocationPercent = 30;
                  return p;
                },
                {"cross-device-move-from-Device", "run-input-moved"},

@@ -80,6 +80,11 @@ struct GeneratorProfile {
   /// run's outputs, and a fault that must not strike a later command. 0:
   /// none.
   unsigned runFaultPercent = 0;
+  /// Percent of to-devices that are first offered a live location of
+  /// another device of the record's size, where there is one, and of frees
+  /// sent to a device picked at random (at least 10): handles a device must
+  /// refuse though its own may look the same.
+  unsigned foreignLocationPercent = 0;
   /// Fault codes inject-fault chooses from.
   std::vector<ErrorCode> faultCodes = {ErrorCode::DeviceError,
                                        ErrorCode::DeviceLost};
