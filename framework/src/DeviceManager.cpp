@@ -15,6 +15,7 @@
 #include "TensorStorage.h"
 
 #include <algorithm>
+#include <limits>
 #include <set>
 #include <utility>
 
@@ -61,6 +62,10 @@ struct DeviceManager::PendingOperation {
   uint64_t bytes = 0;
   CompletionCallback then;
   std::atomic<bool> done{false};
+  /// submissionClock_ when it began (before its hook was called), and when
+  /// its hook returned (the largest value until then).
+  uint64_t began = 0;
+  std::atomic<uint64_t> submitted{std::numeric_limits<uint64_t>::max()};
 
   std::string what() const {
     if (!operation)
@@ -110,6 +115,7 @@ DeviceManager::beginOperation(std::string what, CompletionCallback then) {
   op->device = this;
   op->subject = std::move(what);
   op->then = std::move(then);
+  op->began = submissionClock_.fetch_add(1, std::memory_order_acq_rel);
   std::lock_guard<std::mutex> lock(mutex_);
   pending_.push_back(op);
   pendingCount_.store(pending_.size(), std::memory_order_release);
@@ -126,6 +132,7 @@ DeviceManager::beginOperation(const char *operation,
   op->subject = storage.name();
   op->bytes = storage.size();
   op->then = std::move(then);
+  op->began = submissionClock_.fetch_add(1, std::memory_order_acq_rel);
   std::lock_guard<std::mutex> lock(mutex_);
   pending_.push_back(op);
   pendingCount_.store(pending_.size(), std::memory_order_release);
@@ -148,8 +155,42 @@ DeviceManager::completionFor(std::shared_ptr<PendingOperation> op) {
               " on the thread that submitted it, before the submission "
               "returned, though it declares asynchronous completion and the "
               "caller does not wait (callerWaitsForCompletion() is false)"));
+    if (submittingOnThisThread == op.get() && callerWaitsForCompletion() &&
+        device.capabilities().asynchronousCompletion)
+      device.checkInlineOrder(*op);
     device.finishOperation(op, std::move(e));
   };
+}
+
+void DeviceManager::submit(const std::shared_ptr<PendingOperation> &op,
+                           FunctionRef<void()> hook) {
+  {
+    Submitting submitting(op.get());
+    hook();
+  }
+  op->submitted.store(submissionClock_.fetch_add(1, std::memory_order_acq_rel),
+                      std::memory_order_release);
+}
+
+void DeviceManager::checkInlineOrder(const PendingOperation &op) {
+  std::string earlier;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto &p : pending_)
+      if (p.get() != &op &&
+          p->submitted.load(std::memory_order_acquire) < op.began &&
+          !p->done.load(std::memory_order_acquire)) {
+        earlier = p->what();
+        break;
+      }
+  }
+  if (!earlier.empty())
+    noteBackgroundError(makeError(
+        ErrorCode::DeviceError,
+        "device '" + name() + "' completed " + op.what() +
+            " on the thread that submitted it before completing " + earlier +
+            ", submitted earlier: callbacks come in the order of "
+            "submissions"));
 }
 
 void DeviceManager::finishOperation(const std::shared_ptr<PendingOperation> &op,
@@ -463,8 +504,7 @@ void DeviceManager::upload(std::shared_ptr<TensorStorage> storage,
         storage.reset();
         done(std::move(e));
       });
-  Submitting submitting(op.get());
-  copyToDevice(target, source, bytes, completionFor(op));
+  submit(op, [&] { copyToDevice(target, source, bytes, completionFor(op)); });
 }
 
 void DeviceManager::fetchToHost(std::shared_ptr<TensorStorage> storage,
@@ -517,8 +557,9 @@ void DeviceManager::fetchToHost(std::shared_ptr<TensorStorage> storage,
         storage.reset();
         done(std::move(released));
       });
-  Submitting submitting(op.get());
-  copyFromDevice(location, destination, bytes, completionFor(op));
+  submit(op, [&] {
+    copyFromDevice(location, destination, bytes, completionFor(op));
+  });
 }
 
 void DeviceManager::transferFromDevice(Tensor &tensor, bool release,
@@ -734,8 +775,8 @@ void DeviceManager::runFunction(const std::string &name,
   auto op =
       beginOperation("run of network '" + name + "'",
                      [this, run](Error e) { finishRun(run, std::move(e)); });
-  Submitting submitting(op.get());
-  execute(*run->function, run->arguments, completionFor(op));
+  submit(op,
+         [&] { execute(*run->function, run->arguments, completionFor(op)); });
 }
 
 Error DeviceManager::stageRun(RunState &run, ExecutionContext &context) {
@@ -855,8 +896,10 @@ Error DeviceManager::stageRun(RunState &run, ExecutionContext &context) {
         "copy-in of input '" + placeholders[i].name + "' for " + where;
     Error e = waitForCompletionOn({this}, copyIn, [&](CompletionCallback cb) {
       auto op = beginOperation(copyIn, std::move(cb));
-      copyToDevice(*temp, storage->data() + t.offsetInBytes(), t.sizeInBytes(),
-                   completionFor(op));
+      submit(op, [&] {
+        copyToDevice(*temp, storage->data() + t.offsetInBytes(),
+                     t.sizeInBytes(), completionFor(op));
+      });
     });
     if (e)
       return e;

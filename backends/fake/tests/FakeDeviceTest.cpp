@@ -259,6 +259,75 @@ TEST(FakeDevice,
   EXPECT_TRUE(d.takeBackgroundErrors().empty());
 }
 
+/// Declares asynchronous completion, holds back the completion of an
+/// upload made for a caller that does not wait until release(), and
+/// completes a waiting caller's at once, on its own thread.
+class InlineOvertakesHeldUpload final : public FakeDevice {
+public:
+  InlineOvertakesHeldUpload() : FakeDevice(DeviceConfig{}) {}
+  ~InlineOvertakesHeldUpload() override {
+    release();
+    shutdown();
+  }
+  Capabilities capabilities() const override {
+    Capabilities caps = FakeDevice::capabilities();
+    caps.asynchronousCompletion = true;
+    return caps;
+  }
+  void release() {
+    if (held_)
+      std::exchange(held_, nullptr)(Error::success());
+  }
+
+protected:
+  void copyToDevice(DeviceLocation dst, const std::byte *src, uint64_t bytes,
+                    CompletionCallback done) override {
+    if (callerWaitsForCompletion())
+      return FakeDevice::copyToDevice(dst, src, bytes, std::move(done));
+    FakeDevice::copyToDevice(dst, src, bytes, [this, done](Error e) mutable {
+      held_ = [done = std::move(done), e = std::move(e)](Error) mutable {
+        done(std::move(e));
+      };
+    });
+  }
+
+private:
+  CompletionCallback held_;
+};
+
+TEST(FakeDevice,
+     AnInlineCompletionThatOvertakesAnEarlierOneIsABackgroundError) {
+  // A caller that waits may be completed on its own thread only once every
+  // operation submitted before it has been completed (semantics §4).
+  InlineOvertakesHeldUpload d;
+  ASSERT_FALSE(d.init());
+  Tensor first(ElemKind::Float32, {4}, "first"),
+      second(ElemKind::Float32, {4}, "second");
+  bool firstDone = false;
+  d.transferToDevice(first, std::nullopt, [&](Error e) {
+    EXPECT_FALSE(e);
+    firstDone = true;
+  });
+  EXPECT_FALSE(firstDone);
+  ASSERT_FALSE(transferToDeviceSync(d, second));
+  d.release();
+  EXPECT_TRUE(firstDone);
+  std::vector<Error> errors = d.takeBackgroundErrors();
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors.front().message().find(
+                "completed transferToDevice of tensor 'second' (16 bytes) on "
+                "the thread that submitted it before completing "
+                "transferToDevice of tensor 'first' (16 bytes), submitted "
+                "earlier"),
+            std::string::npos)
+      << errors.front().toString();
+  // Once the earlier one is completed, a waiting caller's inline completion
+  // is in order.
+  Tensor third(ElemKind::Float32, {4}, "third");
+  ASSERT_FALSE(transferToDeviceSync(d, third));
+  EXPECT_TRUE(d.takeBackgroundErrors().empty());
+}
+
 TEST(FakeDevice, EveryResidencyChangeGivesTheRecordANewVersion) {
   // A sweep of the conformance runner skips reading a record whose version
   // it has seen match the model: a change that kept the version would go

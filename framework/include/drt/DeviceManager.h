@@ -17,6 +17,7 @@
 #include "drt/Error.h"
 #include "drt/ExecutionContext.h"
 #include "drt/Function.h"
+#include "drt/FunctionRef.h"
 #include "drt/HostMemory.h"
 #include "drt/Tensor.h"
 
@@ -195,6 +196,15 @@ private:
                                                    const TensorStorage &storage,
                                                    CompletionCallback then);
   CompletionCallback completionFor(std::shared_ptr<PendingOperation> op);
+  /// Calls \p hook, the backend hook that submits \p op, marking the
+  /// thread as submitting it, and stamps when the submission returned.
+  void submit(const std::shared_ptr<PendingOperation> &op,
+              FunctionRef<void()> hook);
+  /// For \p op completed on its submitting thread for a caller that waits:
+  /// a background error when an operation whose submission returned before
+  /// \p op's began is still uncompleted (semantics §4: an inline
+  /// completion must not overtake earlier ones).
+  void checkInlineOrder(const PendingOperation &op);
   void finishOperation(const std::shared_ptr<PendingOperation> &op, Error e);
   void abandonAll();
   bool registerResident(const std::shared_ptr<TensorStorage> &storage,
@@ -246,6 +256,8 @@ private:
   /// these answer without the lock.
   std::atomic<size_t> pendingCount_{0};
   std::atomic<bool> anyBackgroundErrors_{false};
+  /// Orders the beginnings and returns of submissions (checkInlineOrder).
+  std::atomic<uint64_t> submissionClock_{0};
 };
 
 } // namespace drt
