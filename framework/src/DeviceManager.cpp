@@ -155,7 +155,8 @@ DeviceManager::completionFor(std::shared_ptr<PendingOperation> op) {
               " on the thread that submitted it, before the submission "
               "returned, though it declares asynchronous completion and the "
               "caller does not wait (callerWaitsForCompletion() is false)"));
-    if (submittingOnThisThread == op.get() && callerWaitsForCompletion() &&
+    if (submittingOnThisThread == op.get() && !e &&
+        callerWaitsForCompletion() &&
         device.capabilities().asynchronousCompletion)
       device.checkInlineOrder(*op);
     device.finishOperation(op, std::move(e));

@@ -200,7 +200,8 @@ private:
   /// thread as submitting it, and stamps when the submission returned.
   void submit(const std::shared_ptr<PendingOperation> &op,
               FunctionRef<void()> hook);
-  /// For \p op completed on its submitting thread for a caller that waits:
+  /// For \p op completed successfully on its submitting thread for a caller
+  /// that waits (a failure found before any work may come back at once):
   /// a background error when an operation whose submission returned before
   /// \p op's began is still uncompleted (semantics §4: an inline
   /// completion must not overtake earlier ones).
