@@ -93,8 +93,8 @@ if [[ -n $aborted ]]; then
   grep -m1 -A10 -E '^minimal scenario \(' "$log"
 fi
 # A scenario whose failure depends on timing may pass every repetition of
-# one process (the threads of its first repetition set the pace of the
-# rest): it has three processes to fail in.
+# one process and fail in the next (runs-out-of-order's did): it has three
+# processes to fail in.
 replayed_passes=0
 while ((replayed_passes < 3)) &&
   "${mutant_env[@]}" "$replay" "${replay_args[@]}" \

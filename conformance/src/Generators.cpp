@@ -119,10 +119,10 @@ public:
     // later command.
     if (c && c->kind == CommandKind::Run && p_.runFaultPercent &&
         rng_.percent(p_.runFaultPercent)) {
-      const ModelDevice &d = m_.devices().at(m_.networkDevices().at(c->target));
+      const std::string &dev = m_.networkDevices().at(c->target);
+      const ModelDevice &d = m_.devices().at(dev);
       if (d.traits.capabilities.faultInjection && !d.shutDown) {
-        planFault_ = {m_.networkDevices().at(c->target), FaultSite::Run, 1,
-                      rng_.pick(p_.faultCodes)};
+        planFault_ = {dev, FaultSite::Run, 1, rng_.pick(p_.faultCodes)};
         heldRun_ = std::move(c);
         return draw(CommandKind::InjectFault);
       }
@@ -887,9 +887,9 @@ private:
     // Rarely bindings the run must refuse, on purpose: a tensor of another
     // type with as many elements, an output on a partial view, or one
     // sharing a record with another placeholder bound before or after it
-    // (semantics §7).
-    // Where a tensor of the network's kind has as many elements in another
-    // shape, more often: a check of sizes alone would take it.
+    // (semantics §7); more often where a tensor of the network's kind has
+    // as many elements in another shape, which a check of sizes alone
+    // would take.
     bool reshapedAround =
         std::any_of(ch_.tensors.begin(), ch_.tensors.end(), [&](Name name) {
           const ModelTensor &t = *m_.tensor(*name);

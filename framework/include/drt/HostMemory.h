@@ -53,9 +53,9 @@ inline constexpr size_t HostGuardBytes = 64;
 /// again. The host bytes of a guarded storage are overwritten with
 /// StaleHostByte whenever its record becomes Device, so that a read-back
 /// must bring every byte back. Storage created outside any scope has no
-/// guard; the setting is
-/// read when the storage is created, so scopes on several threads are safe.
-/// The conformance runner holds one while it runs a scenario.
+/// guard; the setting is read when the storage is created, so scopes on
+/// several threads are safe. The conformance runner holds one while it runs
+/// a scenario.
 class HostGuardScope {
 public:
   HostGuardScope();
