@@ -10,8 +10,12 @@
 //                  into a buffer created once
 //      raw_pinned  the same from and into mapped CL_MEM_ALLOC_HOST_PTR memory
 //      drt         transferToDeviceSync / transferFromDeviceSync of a
-//                  pageable tensor (allocation from the pool included)
-//      drt_staged  the same with pinned-staging=1 (chunked staging)
+//                  pageable tensor (allocation from the pool included), the
+//                  backend's defaults (pinned-staging=auto: staged from
+//                  64 KiB where the device's memory is not the host's)
+//      drt_direct  the same with pinned-staging=0 (never staged)
+//      drt_staged  the same with pinned-staging=1 staging-min-bytes=0
+//                  (every size staged, in chunks)
 //      drt_pinned  a tensor with pinned host storage (pinnedHostMemory())
 //      memcpy      a host memcpy of the bytes, pre-faulted
 //    and DIRECTION to_device, from_device or round_trip (a from_device
@@ -176,15 +180,17 @@ void rawTransfer(benchmark::State &state, Direction direction, bool pinned) {
                           (direction == Direction::RoundTrip ? 2 : 1));
 }
 
-enum class Storage { Pageable, Staged, Pinned };
+enum class Storage { Pageable, Direct, Staged, Pinned };
 
 void drtTransfer(benchmark::State &state, Direction direction,
                  Storage storage) {
   size_t bytes = size_t(state.range(0));
   DeviceConfig config;
   config.name = "bench";
+  if (storage == Storage::Direct)
+    config.parameters["pinned-staging"] = "0";
   if (storage == Storage::Staged)
-    config.parameters["pinned-staging"] = "1";
+    config.parameters = {{"pinned-staging", "1"}, {"staging-min-bytes", "0"}};
   opencl::OpenCLDeviceManager device(config);
   if (Error e = device.init())
     return state.SkipWithError(e.toString().c_str());
@@ -257,6 +263,8 @@ void registerTransfers() {
     add("raw", [d](benchmark::State &s) { rawTransfer(s, d, false); });
     add("drt",
         [d](benchmark::State &s) { drtTransfer(s, d, Storage::Pageable); });
+    add("drt_direct",
+        [d](benchmark::State &s) { drtTransfer(s, d, Storage::Direct); });
     add("drt_staged",
         [d](benchmark::State &s) { drtTransfer(s, d, Storage::Staged); });
     add("raw_pinned", [d](benchmark::State &s) { rawTransfer(s, d, true); });

@@ -62,7 +62,8 @@ def main():
     for direction in ("round_trip", "to_device", "from_device"):
         out.append(f"**{direction.replace('_', ' ')}**")
         out.append("")
-        head = ["size", "raw us", "drt us", "drt/raw", "staged us", "staged/raw",
+        head = ["size", "raw us", "drt us", "drt/raw", "direct us", "direct/raw",
+                "staged us", "staged/raw",
                 "raw pinned us", "drt pinned us", "drt pinned/raw pinned",
                 "memcpy us"]
         if cuda:
@@ -72,9 +73,11 @@ def main():
         out.append("|" + "---|" * len(head))
         for size in sizes:
             t = {m: times.get(f"transfer/{m}/{direction}/{size}") for m in
-                 ("raw", "drt", "drt_staged", "raw_pinned", "drt_pinned", "memcpy")}
+                 ("raw", "drt", "drt_direct", "drt_staged", "raw_pinned",
+                  "drt_pinned", "memcpy")}
             row = [size_name(size), fmt_time(t["raw"]), fmt_time(t["drt"]),
-                   ratio(t["raw"], t["drt"]), fmt_time(t["drt_staged"]),
+                   ratio(t["raw"], t["drt"]), fmt_time(t["drt_direct"]),
+                   ratio(t["raw"], t["drt_direct"]), fmt_time(t["drt_staged"]),
                    ratio(t["raw"], t["drt_staged"]), fmt_time(t["raw_pinned"]),
                    fmt_time(t["drt_pinned"]), ratio(t["raw_pinned"], t["drt_pinned"]),
                    fmt_time(t["memcpy"])]

@@ -73,6 +73,24 @@ BackendParameter BackendParameter::text(std::string name, std::string meaning) {
   return p;
 }
 
+BackendParameter BackendParameter::choice(std::string name,
+                                          std::string defaultValue,
+                                          std::vector<std::string> choices,
+                                          std::string meaning,
+                                          std::vector<std::string> testValues) {
+  BackendParameter p;
+  p.name = std::move(name);
+  p.kind = Kind::Choice;
+  p.defaultValue = std::move(defaultValue);
+  p.meaning = std::move(meaning);
+  p.choices = std::move(choices);
+  p.testValues = {p.defaultValue};
+  for (std::string &v : testValues)
+    if (v != p.defaultValue)
+      p.testValues.push_back(std::move(v));
+  return p;
+}
+
 std::string BackendParameter::allowedValues() const {
   switch (kind) {
   case Kind::Boolean:
@@ -83,6 +101,12 @@ std::string BackendParameter::allowedValues() const {
            std::to_string(maximum);
   case Kind::Text:
     return "any text";
+  case Kind::Choice: {
+    std::string out = "one of";
+    for (size_t i = 0; i < choices.size(); ++i)
+      out += (i ? ", " : " ") + choices[i];
+    return out;
+  }
   }
   return "?";
 }
@@ -101,6 +125,9 @@ Error BackendParameter::check(const std::string &value,
     break;
   }
   case Kind::Text:
+    break;
+  case Kind::Choice:
+    ok = std::find(choices.begin(), choices.end(), value) != choices.end();
     break;
   }
   if (ok)

@@ -221,6 +221,12 @@ TEST(BackendParameter, ChecksValuesAndNamesWhatIsAllowed) {
   EXPECT_FALSE(flag.check("off", "dev"));
   EXPECT_EQ(flag.check("maybe", "dev").code(), ErrorCode::InvalidArgument);
   EXPECT_FALSE(BackendParameter::text("t", "text").check("", "dev"));
+  BackendParameter mode = BackendParameter::choice(
+      "mode", "auto", {"auto", "1", "0"}, "a mode", {"auto", "1"});
+  EXPECT_EQ(mode.testValues, (std::vector<std::string>{"auto", "1"}));
+  EXPECT_FALSE(mode.check("0", "dev"));
+  EXPECT_EQ(mode.check("on", "dev").message(),
+            "dev: parameter 'mode' must be one of auto, 1, 0, got 'on'");
 }
 
 TEST(BackendParameter, UnknownKeysAreRejectedNamingTheKnownOnes) {

@@ -265,10 +265,15 @@ struct OpenCLDeviceManager::State {
   uint64_t baseAlignment = 1;
   /// The device flushes float denormals to zero (no CL_FP_DENORM).
   bool flushesDenormals = false;
+  /// Pageable transfers of at least stagingMinBytes go through pinned
+  /// staging buffers (pinned-staging, resolved by init()).
   bool pinnedStaging = false;
+  uint64_t stagingMinBytes = 0;
   /// Bytes of each staging buffer: a staged transfer moves in chunks of it.
   uint64_t stagingChunk = 0;
-  /// Copies chunks into and out of the staging buffers (pinned-staging=1).
+  /// Transfers that went through the staging buffers.
+  uint64_t stagedTransfers = 0;
+  /// Copies chunks into and out of the staging buffers (when staging).
   std::unique_ptr<ParallelCopy> stagingCopy;
   /// Most bytes of freed device blocks kept for reuse; 0: none.
   uint64_t poolLimit = 0;
@@ -559,6 +564,13 @@ struct OpenCLDeviceManager::State {
     returnStagingLocked(buffers);
   }
 
+  /// Whether a transfer of \p bytes from or into \p host goes through the
+  /// staging buffers: memory the device reaches by DMA needs none.
+  bool stages(const std::byte *host, uint64_t bytes) const {
+    return pinnedStaging && bytes >= stagingMinBytes &&
+           !isPinnedHostMemory(host, bytes);
+  }
+
   /// Takes \p count staging buffers into \p out; called with mutex held.
   Error takeStaging(size_t count, std::vector<StagingBuffer> &out) {
     while (out.size() < count) {
@@ -640,16 +652,34 @@ const std::vector<BackendParameter> &openCLParameters() {
         "share the context and kernel program of the device's other "
         "managers in the process; 0 creates and builds its own");
     sharedContext.scope = BackendParameter::Scope::BetweenDevices;
-    // Only pinned-staging=1 reads it. Tested at its smallest, where most
+    // On POCL's CPU device (host memory shared) auto stages nothing, so
+    // staging is tested with 1: there transfers of 64 KiB and more are
+    // staged and smaller ones are not, both in one scenario.
+    BackendParameter pinnedStaging = BackendParameter::choice(
+        "pinned-staging", "auto", {"auto", "1", "0"},
+        "stage pageable transfers of at least staging-min-bytes through "
+        "pinned (CL_MEM_ALLOC_HOST_PTR) buffers: 1 always, 0 never, auto "
+        "where the device does not share the host's memory (a discrete GPU)",
+        {"1"});
+    // Tested at 0 (every transfer staged, the smallest included).
+    BackendParameter stagingMinBytes = BackendParameter::unsignedInRange(
+        "staging-min-bytes", uint64_t(64) << 10, 0, uint64_t(1) << 40,
+        "pageable transfers of fewer bytes go direct even where staging is on "
+        "(below about 64 KiB a staged transfer's fixed cost outweighs its "
+        "speed)",
+        {0});
+    stagingMinBytes.testedWith = {{"pinned-staging", "1"}};
+    // Read only where staging is on. Tested at its smallest, where most
     // transfers take many chunks through the two buffers in turn and end
-    // with a partial one.
+    // with a partial one, every transfer staged.
     BackendParameter stagingChunk = BackendParameter::unsignedInRange(
         "staging-chunk-bytes", uint64_t(4) << 20, 4096, uint64_t(1) << 30,
         "bytes of each pinned staging buffer: a staged transfer moves in "
         "chunks of it, copying one while the driver moves the one before",
         {4096});
     stagingChunk.powerOfTwo = true;
-    stagingChunk.testedWith = {{"pinned-staging", "1"}};
+    stagingChunk.testedWith = {{"pinned-staging", "1"},
+                               {"staging-min-bytes", "0"}};
     // Tested with two threads, the most this 2-core machine runs at once.
     BackendParameter stagingThreads = BackendParameter::unsignedInRange(
         "staging-copy-threads", 0, 0, 64,
@@ -669,9 +699,8 @@ const std::vector<BackendParameter> &openCLParameters() {
         BackendParameter::unsignedInRange(
             "device-index", 0, 0, std::numeric_limits<uint32_t>::max(),
             "which of the matching devices to use"),
-        BackendParameter::boolean(
-            "pinned-staging", false,
-            "stage transfers through pinned (CL_MEM_ALLOC_HOST_PTR) buffers"),
+        pinnedStaging,
+        stagingMinBytes,
 
         sharedContext,
         BackendParameter::text(
@@ -711,7 +740,10 @@ Error OpenCLDeviceManager::init() {
                                 "OpenCL device '" + name() + "'"))
     return e;
   // checkParameters accepted every value, so each one parses.
-  Expected<bool> pinned = config().boolParameter("pinned-staging", false);
+  std::string pinned =
+      config().parameter("pinned-staging").value_or(std::string("auto"));
+  Expected<uint64_t> stagingMinBytes =
+      config().uintParameter("staging-min-bytes", uint64_t(64) << 10);
   Expected<bool> sharedContext = config().boolParameter("shared-context", true);
   Expected<uint64_t> stagingChunk =
       config().uintParameter("staging-chunk-bytes", uint64_t(4) << 20);
@@ -743,7 +775,9 @@ Error OpenCLDeviceManager::init() {
                          " bytes of global memory of " + s.info.toString() +
                          " (allowed: 0 for all of it, or 1 to " +
                          std::to_string(s.info.globalMemoryBytes) + ")");
-  s.pinnedStaging = *pinned;
+  s.pinnedStaging =
+      pinned == "1" || (pinned == "auto" && !s.info.hostUnifiedMemory);
+  s.stagingMinBytes = *stagingMinBytes;
   s.stagingChunk = *stagingChunk;
   if (s.pinnedStaging && !s.stagingCopy)
     s.stagingCopy = std::make_unique<ParallelCopy>(
@@ -891,6 +925,15 @@ double OpenCLDeviceManager::buildSeconds() const {
 
 bool OpenCLDeviceManager::usesPinnedStaging() const {
   return state_->pinnedStaging;
+}
+
+uint64_t OpenCLDeviceManager::stagingMinBytes() const {
+  return state_->stagingMinBytes;
+}
+
+uint64_t OpenCLDeviceManager::stagedTransfers() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->stagedTransfers;
 }
 
 Expected<std::shared_ptr<HostMemory>> OpenCLDeviceManager::pinnedHostMemory() {
@@ -1113,7 +1156,7 @@ void OpenCLDeviceManager::copyToDevice(DeviceLocation dst, const std::byte *src,
   if (injected && *injected == ErrorCode::OutOfMemory)
     s.driver.plan(siteFault(*injected, FaultSite::TransferToDevice,
                             OpenCLCall::EnqueueWriteBuffer));
-  if (!s.pinnedStaging || isPinnedHostMemory(src, bytes)) {
+  if (!s.stages(src, bytes)) {
     // A caller that delivers its own completion waits in the driver,
     // without the lock.
     bool unlocked = s.unlockForBlockingCall(lock, claimed && !injected, buffer);
@@ -1129,6 +1172,7 @@ void OpenCLDeviceManager::copyToDevice(DeviceLocation dst, const std::byte *src,
     std::vector<StagingBuffer> staging;
     if (Error e = s.takeStaging(std::min<uint64_t>(chunks, 2), staging))
       return fail(std::move(e));
+    ++s.stagedTransfers;
     std::array<cl_event, 2> written{};
     const char *call = nullptr;
     // The waits for the chunks are made without the lock.
@@ -1225,7 +1269,7 @@ void OpenCLDeviceManager::copyFromDevice(DeviceLocation src, std::byte *dst,
   if (injected && *injected == ErrorCode::OutOfMemory)
     s.driver.plan(siteFault(*injected, FaultSite::TransferFromDevice,
                             OpenCLCall::EnqueueReadBuffer));
-  if (!s.pinnedStaging || isPinnedHostMemory(dst, bytes)) {
+  if (!s.stages(dst, bytes)) {
     // A caller that delivers its own completion waits in the driver,
     // without the lock.
     bool unlocked = s.unlockForBlockingCall(lock, claimed && !injected, buffer);
@@ -1242,6 +1286,7 @@ void OpenCLDeviceManager::copyFromDevice(DeviceLocation src, std::byte *dst,
     std::vector<StagingBuffer> staging;
     if (Error e = s.takeStaging(std::min<uint64_t>(chunks, 2), staging))
       return fail(std::move(e));
+    ++s.stagedTransfers;
     std::array<cl_event, 2> read{};
     auto enqueueChunk = [&](uint64_t i) {
       uint64_t offset = i * s.stagingChunk;

@@ -154,6 +154,15 @@ Expected<uint64_t> deviceULong(OpenCLDriver &driver, cl_device_id device,
   return uint64_t(value);
 }
 
+Expected<bool> deviceBool(OpenCLDriver &driver, cl_device_id device,
+                          cl_device_info what) {
+  cl_bool value = CL_FALSE;
+  if (cl_int rc =
+          driver.getDeviceInfo(device, what, sizeof(value), &value, nullptr))
+    return openCLError(rc, "clGetDeviceInfo");
+  return value == CL_TRUE;
+}
+
 /// One platform and its devices, with their descriptions.
 struct PlatformEntry {
   cl_platform_id platform;
@@ -203,9 +212,10 @@ Expected<std::vector<PlatformEntry>> enumerate(OpenCLDriver &driver) {
       auto cVersion = deviceString(driver, device, CL_DEVICE_OPENCL_C_VERSION);
       auto global = deviceULong(driver, device, CL_DEVICE_GLOBAL_MEM_SIZE);
       auto maxAlloc = deviceULong(driver, device, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
+      auto unified = deviceBool(driver, device, CL_DEVICE_HOST_UNIFIED_MEMORY);
       for (Error e :
            {name.takeError(), version.takeError(), cVersion.takeError(),
-            global.takeError(), maxAlloc.takeError()})
+            global.takeError(), maxAlloc.takeError(), unified.takeError()})
         if (e)
           return e;
       info.deviceName = *name;
@@ -213,6 +223,7 @@ Expected<std::vector<PlatformEntry>> enumerate(OpenCLDriver &driver) {
       info.openCLCVersion = *cVersion;
       info.globalMemoryBytes = *global;
       info.maxAllocationBytes = *maxAlloc;
+      info.hostUnifiedMemory = *unified;
       entry.infos.push_back(std::move(info));
     }
     out.push_back(std::move(entry));
@@ -234,7 +245,9 @@ std::string listing(const std::vector<PlatformEntry> &platforms) {
       out += info.toString() + ": " + info.deviceVersion + ", " +
              info.openCLCVersion + ", " +
              std::to_string(info.globalMemoryBytes) + " bytes global, " +
-             std::to_string(info.maxAllocationBytes) + " bytes max alloc\n";
+             std::to_string(info.maxAllocationBytes) + " bytes max alloc" +
+             (info.hostUnifiedMemory ? ", memory shared with the host" : "") +
+             "\n";
   }
   return out;
 }

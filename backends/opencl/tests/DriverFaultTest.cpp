@@ -263,9 +263,11 @@ enum class Mode { Direct, Pinned, Shared };
 class DriverFaults : public ::testing::TestWithParam<Mode> {};
 
 TEST_P(DriverFaults, EveryCallFailsWithADocumentedErrorAndLeavesNothing) {
+  // Pinned: every transfer staged, the workload's small ones included.
   ParameterMap base;
+  base["pinned-staging"] = GetParam() == Mode::Pinned ? "1" : "0";
   if (GetParam() == Mode::Pinned)
-    base["pinned-staging"] = "1";
+    base["staging-min-bytes"] = "0";
   // Direct and pinned: each device creates its own context and program.
   // Shared: every device finds the one an earlier device of the process
   // kept (the first run below makes sure there is one), so init's calls

@@ -81,7 +81,11 @@ TEST(OpenCLSelection, DeviceIndexPastTheMatchesIsInvalidArgument) {
 
 TEST(OpenCLSelection, MalformedParametersAreInvalidArgument) {
   OpenCLDeviceManager pinned(configNamed("cl", {{"pinned-staging", "maybe"}}));
-  EXPECT_EQ(pinned.init().code(), ErrorCode::InvalidArgument);
+  Error e = pinned.init();
+  EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+  EXPECT_TRUE(contains(e.message(), "'pinned-staging' must be one of auto, 1, "
+                                    "0, got 'maybe'"))
+      << e.message();
   OpenCLDeviceManager index(configNamed("cl", {{"device-index", "first"}}));
   EXPECT_EQ(index.init().code(), ErrorCode::InvalidArgument);
 }
@@ -132,8 +136,9 @@ TEST(OpenCLBackend, DeclaresItsParametersAndTheConfigurationsToTest) {
     names.push_back(p.name);
   EXPECT_EQ(names, (std::vector<std::string>{
                        "platform", "device", "device-index", "pinned-staging",
-                       "shared-context", "driver-faults", "staging-chunk-bytes",
-                       "staging-copy-threads", "memory-pool-bytes"}));
+                       "staging-min-bytes", "shared-context", "driver-faults",
+                       "staging-chunk-bytes", "staging-copy-threads",
+                       "memory-pool-bytes"}));
   auto configurations =
       BackendRegistry::instance().configurationsToTest("opencl");
   ASSERT_TRUE(configurations);
@@ -141,8 +146,11 @@ TEST(OpenCLBackend, DeclaresItsParametersAndTheConfigurationsToTest) {
             (std::vector<ParameterMap>{
                 {},
                 {{"pinned-staging", "1"}},
+                {{"pinned-staging", "1"}, {"staging-min-bytes", "0"}},
                 {{"shared-context", "0"}},
-                {{"pinned-staging", "1"}, {"staging-chunk-bytes", "4096"}},
+                {{"pinned-staging", "1"},
+                 {"staging-chunk-bytes", "4096"},
+                 {"staging-min-bytes", "0"}},
                 {{"pinned-staging", "1"}, {"staging-copy-threads", "2"}},
                 {{"memory-pool-bytes", "0"}},
                 {{"memory-pool-bytes", "65536"}}}));
@@ -153,6 +161,7 @@ TEST(OpenCLBackend, DeclaresItsParametersAndTheConfigurationsToTest) {
   ASSERT_TRUE(unstaged);
   for (const ParameterMap &c : *unstaged) {
     EXPECT_EQ(c.count("staging-chunk-bytes"), 0u);
+    EXPECT_EQ(c.count("staging-min-bytes"), 0u);
     EXPECT_EQ(c.count("staging-copy-threads"), 0u);
   }
   auto caps = BackendRegistry::instance().capabilitiesFor(
@@ -168,7 +177,7 @@ TEST(OpenCLBackend,
   EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
   EXPECT_TRUE(contains(e.message(), "unknown parameter 'pinned-stageing'"))
       << e.message();
-  EXPECT_TRUE(contains(e.message(), "pinned-staging, shared-context"))
+  EXPECT_TRUE(contains(e.message(), "pinned-staging, staging-min-bytes"))
       << e.message();
   OpenCLDeviceManager badValue(configNamed("cl", {{"shared-context", "2"}}));
   e = badValue.init();
@@ -431,8 +440,10 @@ TEST(OpenCLMemory, BudgetIsEnforcedWithTheSizesInTheMessage) {
 class OpenCLStaging : public ::testing::TestWithParam<bool> {
 protected:
   void SetUp() override {
+    // Staged: every transfer, the smallest included.
     device_ = openDevice(
-        configNamed("cl", {{"pinned-staging", GetParam() ? "1" : "0"}}));
+        configNamed("cl", {{"pinned-staging", GetParam() ? "1" : "0"},
+                           {"staging-min-bytes", "0"}}));
     ASSERT_TRUE(device_);
     ASSERT_EQ(device_->usesPinnedStaging(), GetParam());
   }
@@ -696,8 +707,10 @@ Function everyOp(std::string name, Type type, double factor) {
 class OpenCLVersusFake : public ::testing::TestWithParam<bool> {
 protected:
   void SetUp() override {
+    // Staged: every transfer, the smallest included.
     opencl_ = openDevice(
-        configNamed("cl", {{"pinned-staging", GetParam() ? "1" : "0"}}));
+        configNamed("cl", {{"pinned-staging", GetParam() ? "1" : "0"},
+                           {"staging-min-bytes", "0"}}));
     ASSERT_TRUE(opencl_);
     auto fake = BackendRegistry::instance().create("fake", configNamed("fake"));
     ASSERT_TRUE(fake.hasValue()) << fake.takeError().toString();

@@ -419,8 +419,9 @@ TEST(OpenCLPool, BadPoolParametersAreRejected) {
 //===----------------------------------------------------------------------===//
 
 TEST(OpenCLStagingChunks, TransfersOfSeveralChunksPreserveContents) {
-  auto device = openDevice(configNamed(
-      "cl", {{"pinned-staging", "1"}, {"staging-chunk-bytes", "4096"}}));
+  auto device = openDevice(configNamed("cl", {{"pinned-staging", "1"},
+                                              {"staging-chunk-bytes", "4096"},
+                                              {"staging-min-bytes", "0"}}));
   ASSERT_TRUE(device);
   for (size_t n : {size_t(1), size_t(1024), size_t(1025), size_t(3 * 1024 + 7),
                    size_t(100000)}) {
@@ -438,6 +439,47 @@ TEST(OpenCLStagingChunks, TransfersOfSeveralChunksPreserveContents) {
   }
   EXPECT_EQ(device->stats().deviceCopies, 0u);
   EXPECT_EQ(device->liveAllocations(), 0u);
+}
+
+// With staging on, transfers below staging-min-bytes go direct and the
+// rest through the staging buffers, in one manager.
+TEST(OpenCLStagingChunks, TransfersBelowTheMinimumGoDirect) {
+  auto device = openDevice(configNamed("cl", {{"pinned-staging", "1"}}));
+  ASSERT_TRUE(device);
+  ASSERT_TRUE(device->usesPinnedStaging());
+  ASSERT_EQ(device->stagingMinBytes(), uint64_t(64) << 10);
+  for (size_t bytes :
+       {size_t(4096), size_t(65532), size_t(65536), size_t(1) << 20}) {
+    size_t n = bytes / 4;
+    Tensor t(ElemKind::Int32, {n}, "t");
+    fill(t, iota(n, int32_t(bytes)));
+    uint64_t staged = device->stagedTransfers();
+    ASSERT_TRUE(transferToDeviceSync(*device, t).isSuccess());
+    ASSERT_TRUE(transferFromDeviceSync(*device, t).isSuccess());
+    EXPECT_EQ(device->stagedTransfers() - staged, bytes >= 65536 ? 2u : 0u)
+        << bytes << " bytes";
+    EXPECT_EQ(contents<int32_t>(t), iota(n, int32_t(bytes))) << bytes;
+  }
+}
+
+// pinned-staging=auto (the default) stages where the device's memory is
+// not the host's: never on POCL's CPU device, from 64 KiB on a discrete
+// GPU.
+TEST(OpenCLStagingChunks, AutoStagesWhereTheDeviceDoesNotShareHostMemory) {
+  auto device = openDevice(configNamed("cl"));
+  ASSERT_TRUE(device);
+  bool discrete = !device->deviceInfo().hostUnifiedMemory;
+  EXPECT_EQ(device->usesPinnedStaging(), discrete);
+  size_t n = (1 << 20) / 4;
+  Tensor t(ElemKind::Int32, {n}, "t");
+  fill(t, iota(n, 11));
+  ASSERT_TRUE(transferToDeviceSync(*device, t).isSuccess());
+  ASSERT_TRUE(transferFromDeviceSync(*device, t).isSuccess());
+  EXPECT_EQ(device->stagedTransfers(), discrete ? 2u : 0u);
+  EXPECT_EQ(contents<int32_t>(t), iota(n, 11));
+  auto direct = openDevice(configNamed("cl", {{"pinned-staging", "0"}}));
+  ASSERT_TRUE(direct);
+  EXPECT_FALSE(direct->usesPinnedStaging());
 }
 
 // Chunks of 4 MiB copied by three threads (slices of at least 256 KiB; the
@@ -536,7 +578,8 @@ class OpenCLPinnedTensors : public ::testing::TestWithParam<bool> {
 protected:
   void SetUp() override {
     device_ = openDevice(
-        configNamed("cl", {{"pinned-staging", GetParam() ? "1" : "0"}}));
+        configNamed("cl", {{"pinned-staging", GetParam() ? "1" : "0"},
+                           {"staging-min-bytes", "0"}}));
     ASSERT_TRUE(device_);
   }
   std::unique_ptr<OpenCLDeviceManager> device_;
@@ -570,6 +613,7 @@ TEST_P(OpenCLPinnedTensors, FollowTheResidencyRulesWithoutAStagingCopy) {
   // One write straight from the tensor's storage, no staging buffer.
   EXPECT_EQ(callsOf(*device_, OpenCLCall::EnqueueWriteBuffer) - writes, 1u);
   EXPECT_EQ(callsOf(*device_, OpenCLCall::EnqueueMapBuffer), maps);
+  EXPECT_EQ(device_->stagedTransfers(), 0u);
 
   Tensor view = p.getUnowned({10}, 20);
   EXPECT_TRUE(view.isPinned());
@@ -747,8 +791,9 @@ TEST(OpenCLCompletion, AShutdownWaitsForStagedTransfersOfOtherThreads) {
   // Staged transfers wait for their chunks without the device's lock; a
   // shutdown that another thread starts meanwhile waits for them before
   // the queue and the staging buffers go, and each completes exactly once.
-  auto device = openDevice(configNamed(
-      "cl", {{"pinned-staging", "1"}, {"staging-chunk-bytes", "4096"}}));
+  auto device = openDevice(configNamed("cl", {{"pinned-staging", "1"},
+                                              {"staging-chunk-bytes", "4096"},
+                                              {"staging-min-bytes", "0"}}));
   ASSERT_TRUE(device);
   constexpr int Threads = 3, PerThread = 8;
   std::vector<std::vector<Tensor>> tensors(Threads);
@@ -787,8 +832,9 @@ TEST(OpenCLCompletion, AFreeDuringAStagedUploadLeavesOtherAllocationsAlone) {
   // chunks into it without the device's lock: the block must not reach
   // another allocation through the pool, whose contents the upload's late
   // chunks would overwrite.
-  auto device = openDevice(configNamed(
-      "cl", {{"pinned-staging", "1"}, {"staging-chunk-bytes", "4096"}}));
+  auto device = openDevice(configNamed("cl", {{"pinned-staging", "1"},
+                                              {"staging-chunk-bytes", "4096"},
+                                              {"staging-min-bytes", "0"}}));
   ASSERT_TRUE(device);
   constexpr size_t Elements = 1 << 18;
   constexpr uint64_t Bytes = Elements * sizeof(int32_t);

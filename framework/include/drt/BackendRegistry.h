@@ -42,6 +42,8 @@ struct BackendParameter {
     Unsigned,
     /// Any text.
     Text,
+    /// One of a fixed list of words ("auto", "1", "0").
+    Choice,
   };
 
   /// The key ("async", "pinned-staging").
@@ -64,6 +66,8 @@ struct BackendParameter {
   uint64_t maximum = std::numeric_limits<uint64_t>::max();
   /// Unsigned: only powers of two are accepted.
   bool powerOfTwo = false;
+  /// Choice: the values accepted, exactly as written.
+  std::vector<std::string> choices;
   /// The parameter seeds the backend's own random choices: the conformance
   /// suite sets it from the run's seed, so that --seed varies them too.
   bool seedsRandomness = false;
@@ -95,9 +99,16 @@ struct BackendParameter {
                   std::vector<uint64_t> testValues = {});
   /// A Text parameter, not swept.
   static BackendParameter text(std::string name, std::string meaning);
+  /// A Choice parameter taking one of \p choices (which hold \p
+  /// defaultValue), tested with \p testValues (empty: the default only).
+  static BackendParameter choice(std::string name, std::string defaultValue,
+                                 std::vector<std::string> choices,
+                                 std::string meaning,
+                                 std::vector<std::string> testValues = {});
 
   /// "0 or 1 (also true/false, on/off)", "an integer from 0 to 1000000", "a
-  /// power of two from 1 to 2097152", "any text": the values it accepts.
+  /// power of two from 1 to 2097152", "any text", "one of auto, 1, 0": the
+  /// values it accepts.
   std::string allowedValues() const;
   /// Success when \p value is one of allowedValues(), else InvalidArgument
   /// naming \p where (the device), the parameter, the value and what is

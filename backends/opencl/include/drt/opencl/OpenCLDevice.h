@@ -15,9 +15,12 @@
 //   device          index or case-insensitive name substring of the device
 //                   (default: env DRT_OPENCL_DEVICE, else every device)
 //   device-index    which of the matching devices to use (default 0)
-//   pinned-staging  1 to stage transfers through CL_MEM_ALLOC_HOST_PTR buffers,
-//                   in chunks of staging-chunk-bytes (default 4 MiB) whose
-//                   host copies overlap the DMA of the chunk before
+//   pinned-staging  auto (default), 1 or 0: stage pageable transfers of at
+//                   least staging-min-bytes (default 64 KiB) through
+//                   CL_MEM_ALLOC_HOST_PTR buffers, in chunks of
+//                   staging-chunk-bytes (default 4 MiB) whose host copies
+//                   overlap the DMA of the chunk before; auto stages where
+//                   the device does not share the host's memory
 //   memory-pool-bytes  most bytes of freed device blocks kept for reuse
 //                   (default 1 GiB; 0: every free releases its cl_mem)
 //   shared-context  0 to create a context and build the kernels of its own
@@ -62,6 +65,10 @@ struct OpenCLDeviceInfo {
   uint64_t globalMemoryBytes = 0;
   /// CL_DEVICE_MAX_MEM_ALLOC_SIZE in bytes.
   uint64_t maxAllocationBytes = 0;
+  /// CL_DEVICE_HOST_UNIFIED_MEMORY: the device's memory is the host's (a CPU
+  /// device, an integrated GPU), so staging through pinned buffers gains
+  /// nothing.
+  bool hostUnifiedMemory = false;
 
   /// "platform 0 'Portable Computing Language', device 0 'pthread-...'".
   std::string toString() const;
@@ -214,8 +221,14 @@ public:
   /// context and building the kernel program (next to none when reused).
   double initSeconds() const;
   double buildSeconds() const;
-  /// True when transfers go through pinned (CL_MEM_ALLOC_HOST_PTR) staging.
+  /// True when pageable transfers of at least stagingMinBytes() go through
+  /// pinned (CL_MEM_ALLOC_HOST_PTR) staging buffers: pinned-staging=1, or
+  /// auto on a device whose memory is not the host's.
   bool usesPinnedStaging() const;
+  /// The parameter staging-min-bytes: smaller transfers go direct.
+  uint64_t stagingMinBytes() const;
+  /// Transfers this manager moved through its staging buffers.
+  uint64_t stagedTransfers() const;
   /// The pool of freed device blocks (parameter `memory-pool-bytes`).
   OpenCLPoolStats poolStats() const;
   /// Plans \p fault on this manager's calls from now on (init-time faults
