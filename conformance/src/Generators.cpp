@@ -1429,6 +1429,11 @@ void ScenarioGenerator::addParallelBlock(Scenario &s, Model &model,
   if (sharedCount == 0)
     fit = std::min(fit, owners.size());
   size_t branches = size_t(rng.between(2, fit));
+  // The branch that shuts a device down, if any (1-based; 0: none).
+  size_t shutdownBranch = profile_.branchShutdownPercent &&
+                                  rng.percent(profile_.branchShutdownPercent)
+                              ? 1 + rng.below(branches)
+                              : 0;
   std::vector<std::vector<std::string>> targets(branches);
   for (size_t b = 1; b <= branches; ++b)
     for (const std::string &owner : shared) {
@@ -1479,6 +1484,8 @@ void ScenarioGenerator::addParallelBlock(Scenario &s, Model &model,
   // Most branches get a network and tensors of its type made for it, so
   // that runs meet runs and transfers of other branches; each branch keeps
   // room for its one command.
+  if (shutdownBranch)
+    networks.clear();
   for (size_t b = 0; b < branches && !networks.empty(); ++b) {
     size_t i = rng.below(networks.size());
     const Command &add = *networks[i];
@@ -1533,8 +1540,18 @@ void ScenarioGenerator::addParallelBlock(Scenario &s, Model &model,
     size_t left = steps - s.commands.size() - (branches - b);
     size_t length =
         std::min(size_t(rng.between(1, profile_.branchLength)), left);
+    // The shutdown takes one of the branch's places, often after a
+    // command of its own, so that the others' transfers are under way.
+    size_t shutdownAt = b == shutdownBranch ? rng.below(length) : length;
     for (size_t k = 0; k < length; ++k) {
       Command c;
+      if (k == shutdownAt) {
+        c.kind = CommandKind::Shutdown;
+        c.branch = int(b);
+        c.device = devices[rng.below(devices.size())];
+        s.commands.push_back(c);
+        continue;
+      }
       unsigned at = unsigned(rng.below(total));
       for (const auto &[kind, weight] : Kinds) {
         if (kind == CommandKind::Run && !run)

@@ -362,6 +362,12 @@ Outcome Model::allocate(const std::string &name, uint64_t bytes, Step &step) {
 Outcome Model::upload(int record, const std::string &name,
                       const std::string &location, Step &step) {
   ModelRecord &r = records_.at(record);
+  // A move to a device shut down reads the record back first (semantics,
+  // section 3).
+  if (device(name).shutDown) {
+    step.labels.emplace_back("move-to-a-shut-down-device");
+    return Outcome::error(ErrorCode::DeviceLost);
+  }
   if (!location.empty()) {
     auto it = locations_.find(location);
     if (it != locations_.end() && it->second.device != name)
@@ -405,6 +411,11 @@ Outcome Model::fetchToHost(int record, bool release, Step &step) {
   }
   releaseRecord(r);
   return Outcome::ok();
+}
+
+bool Model::residentElsewhere(int record, const std::string &name) const {
+  const ModelRecord &r = records_.at(record);
+  return isResident(r) && r.device != name;
 }
 
 Outcome Model::moveHere(int record, const std::string &name,
@@ -951,7 +962,8 @@ ModelStep Model::apply(const Command &c) {
       o = Outcome::violationOf(ViolationKind::UseOfMovedFrom);
     else if (t.offsetBytes != 0 || t.bytes() != records_.at(t.record).bytes)
       o = Outcome::error(ErrorCode::InvalidArgument);
-    else if (d.shutDown)
+    else if (d.shutDown && !(d.traits.capabilities.residentTensors &&
+                             residentElsewhere(t.record, c.device)))
       o = Outcome::error(ErrorCode::DeviceLost);
     else if (!d.traits.capabilities.residentTensors)
       o = Outcome::error(ErrorCode::NotSupported);

@@ -379,6 +379,7 @@ std::vector<PropertyFamily> makeFamilies() {
           p.maxTensors = 5;
           p.parallelBranches = MaxBranches;
           p.branchLength = 4;
+          p.branchShutdownPercent = 25;
           return p;
         },
         // Whether branches overlap in time is the machine's doing, not the
@@ -411,6 +412,9 @@ std::vector<PropertyFamily> makeFamilies() {
           p.parallelBranches = MaxBranches;
           p.branchLength = 6;
           p.sharedRecords = 0;
+          // A shutdown while the other branches' transfers use the
+          // backend's queue and staging buffers.
+          p.branchShutdownPercent = 15;
           return p;
         },
         {"parallel-block", "linearized"}};

@@ -2377,6 +2377,10 @@ std::optional<Difference> runParallelBlock(
   };
   if (overlapped())
     ++labels[CoverageLabel("branches-overlapped")];
+  for (const auto &branch : history)
+    for (const BranchEvent &e : branch)
+      if (e.command->kind == CommandKind::Shutdown)
+        ++labels[CoverageLabel("shutdown-in-parallel-block")];
   auto blocked = [](const Command &c) {
     return Difference{"the return of '" + printCommand(c) + "'",
                       "before the callback timeout",

@@ -99,6 +99,7 @@ bool branchCommandKind(CommandKind kind) {
   case CommandKind::Read:
   case CommandKind::Refill:
   case CommandKind::Run:
+  case CommandKind::Shutdown:
     return true;
   default:
     // Not write: its span is filled after mutableHostBytes returns, so a
@@ -475,6 +476,10 @@ std::string validateScenario(const Scenario &scenario) {
   std::unordered_map<std::string_view, int, NameHash> branchOf;
   // The branch each network runs in: its context belongs to one branch.
   std::unordered_map<std::string_view, int, NameHash> networkBranch;
+  // Whether the parallel block shuts a device down, and runs a network: a
+  // run the shutdown meets fails, and an in-place Mirrored output of it ends
+  // Lost, which neither order of the two explains.
+  bool branchShutdown = false, branchRun = false;
   for (size_t i = 0; i < scenario.commands.size(); ++i) {
     const Command &c = scenario.commands[i];
     // Named only in a problem: building it for every command would cost a
@@ -493,9 +498,17 @@ std::string validateScenario(const Scenario &scenario) {
     if (c.branch != 0 &&
         (!branchCommandKind(c.kind) || c.noWait || !c.location.empty()))
       return step() + "a parallel branch runs to-device (without a "
-                      "location), from-device, release, read, refill and "
-                      "run only, each waiting for its outcome";
+                      "location), from-device, release, read, refill, run "
+                      "and shutdown only, each waiting for its outcome";
     if (c.branch != 0) {
+      branchShutdown = branchShutdown || c.kind == CommandKind::Shutdown;
+      branchRun = branchRun || c.kind == CommandKind::Run;
+      if (branchShutdown && branchRun)
+        return step() + "a parallel block that shuts a device down runs no "
+                        "network (a run the shutdown meets fails, and what "
+                        "it leaves of an output no order explains)";
+    }
+    if (c.branch != 0 && c.kind != CommandKind::Shutdown) {
       auto owned = [&](auto &owners, const std::string &name, const char *what,
                        const char *why) -> std::string {
         auto [it, fresh] = owners.emplace(name, c.branch);

@@ -340,11 +340,24 @@ Error DeviceManager::checkTransferable(const Tensor &tensor,
                          " on device '" + name() +
                          "': a partial view cannot move residency; transfer "
                          "its owner or a full view");
-  if (shutDown_)
-    return makeError(ErrorCode::DeviceLost,
-                     std::string(operation) + " of " + tensor.describe() +
-                         ": device '" + name() + "' is shut down");
+  // A record resident on another device is read back before the upload
+  // finds this device shut down (semantics, section 3): so a shutdown on
+  // another thread in the middle of the move leaves what one before it
+  // would.
+  if (shutDown_) {
+    ResidencySnapshot s = tensor.residencySnapshot();
+    bool elsewhere = (s.state == ResidencyState::Device ||
+                      s.state == ResidencyState::Mirrored) &&
+                     s.manager != this;
+    if (!elsewhere || !capabilities().residentTensors)
+      return shutDownError(std::string(operation) + " of " + tensor.describe());
+  }
   return Error::success();
+}
+
+Error DeviceManager::shutDownError(const std::string &what) const {
+  return makeError(ErrorCode::DeviceLost,
+                   what + ": device '" + name() + "' is shut down");
 }
 
 //===----------------------------------------------------------------------===//
@@ -440,6 +453,8 @@ void DeviceManager::moveHere(std::shared_ptr<TensorStorage> storage,
 void DeviceManager::upload(std::shared_ptr<TensorStorage> storage,
                            std::optional<DeviceLocation> location,
                            CompletionCallback done) {
+  if (shutDown_)
+    return done(shutDownError("transferToDevice of " + storage->describe()));
   uint64_t bytes = storage->size();
   // Messages name the tensor; its description is built only for them.
   auto what = [&storage] { return storage->describe(); };
@@ -582,7 +597,7 @@ void DeviceManager::bringHome(std::shared_ptr<TensorStorage> storage,
   };
   ResidencyRecord &r = storage->record;
   std::unique_lock<std::mutex> lock(r.mutex_);
-  r.idle_.wait(lock, [&] { return !r.busy(); });
+  r.waitUntilIdleLocked(lock);
   switch (r.state_) {
   case ResidencyState::Host:
     lock.unlock();
@@ -636,7 +651,7 @@ Error DeviceManager::releaseDeviceTensor(Tensor &tensor) {
   std::shared_ptr<TensorStorage> storage = tensor.storage_;
   ResidencyRecord &r = storage->record;
   std::unique_lock<std::mutex> lock(r.mutex_);
-  r.idle_.wait(lock, [&] { return !r.busy(); });
+  r.waitUntilIdleLocked(lock);
   switch (r.state_) {
   case ResidencyState::Host:
     return Error::success();

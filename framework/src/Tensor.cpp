@@ -63,6 +63,16 @@ uint64_t ResidencyRecord::freshVersion() {
   return nextRecordVersion.fetch_add(1, std::memory_order_relaxed);
 }
 
+void ResidencyRecord::settleIfShutDown() {
+  if (!manager_->isShutDown())
+    return;
+  // A mirrored record still has a valid host copy; a device-only one is
+  // lost. The shutdown frees the device memory and skips the record.
+  place(state_ == ResidencyState::Mirrored ? ResidencyState::Host
+                                           : ResidencyState::Lost,
+        nullptr, {});
+}
+
 ResidencySnapshot ResidencyRecord::snapshot() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return {state_, manager_, location_, busy(),
@@ -369,7 +379,7 @@ std::span<const std::byte> Tensor::hostBytes() const {
   bool violation;
   {
     std::unique_lock<std::mutex> lock(r.mutex_);
-    r.idle_.wait(lock, [&] { return !r.busy(); });
+    r.waitUntilIdleLocked(lock);
     violation = composeHostAccessViolation(
         r.state_, r.manager_, "host read of ", [this] { return describe(); },
         " whose device was lost; refill it from the host");
@@ -389,7 +399,7 @@ std::span<std::byte> Tensor::mutableHostBytes() {
   DeviceLocation mirrorLocation;
   {
     std::unique_lock<std::mutex> lock(r.mutex_);
-    r.idle_.wait(lock, [&] { return !r.busy(); });
+    r.waitUntilIdleLocked(lock);
     violation = composeHostAccessViolation(
         r.state_, r.manager_, "host write of ", [this] { return describe(); },
         " whose device was lost; use refillFromHost");
@@ -417,7 +427,7 @@ Error Tensor::refillFromHost(std::span<const std::byte> bytes) {
                          std::to_string(bytes.size()) + " bytes");
   ResidencyRecord &r = storage_->record;
   std::unique_lock<std::mutex> lock(r.mutex_);
-  r.idle_.wait(lock, [&] { return !r.busy(); });
+  r.waitUntilIdleLocked(lock);
   DeviceManager *mirror = nullptr;
   DeviceLocation mirrorLocation;
   // Host and busy while the bytes are copied, in one change: a transfer or

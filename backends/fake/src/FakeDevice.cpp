@@ -358,6 +358,11 @@ void FakeDevice::copyToDevice(DeviceLocation dst, const std::byte *src,
   submit(
       [this, dst, src, bytes]() -> Error {
         std::lock_guard<std::mutex> lock(mutex_);
+        // A shutdown on another thread may have come since the framework
+        // looked: its locations are gone, and the answer is DeviceLost.
+        if (stopped_)
+          return makeError(ErrorCode::DeviceLost,
+                           "fake device '" + name() + "' is shut down");
         Allocation *a = table_.lookup(dst);
         if (!a || a->bytes.size() < bytes)
           return makeError(ErrorCode::InvalidArgument,
@@ -386,6 +391,11 @@ void FakeDevice::copyFromDevice(DeviceLocation src, std::byte *dst,
   submit(
       [this, src, dst, bytes]() -> Error {
         std::lock_guard<std::mutex> lock(mutex_);
+        // A shutdown on another thread may have come since the framework
+        // looked: its locations are gone, and the answer is DeviceLost.
+        if (stopped_)
+          return makeError(ErrorCode::DeviceLost,
+                           "fake device '" + name() + "' is shut down");
         const Allocation *a = table_.lookup(src);
         if (!a || a->bytes.size() < bytes)
           return makeError(ErrorCode::InvalidArgument,

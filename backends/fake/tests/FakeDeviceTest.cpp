@@ -2,11 +2,14 @@
 #include "drt/fake/FakeDevice.h"
 #include "drt/BackendRegistry.h"
 #include "drt/SyncTransfer.h"
+#include "drt/Violation.h"
 
 #include <gtest/gtest.h>
 
+#include <condition_variable>
 #include <cstring>
 #include <future>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -435,6 +438,86 @@ TEST(FakeDevice, DestroyingTheDeviceLosesItsTensorsSafely) {
   }
   EXPECT_EQ(t.residencySnapshot().state, ResidencyState::Lost);
   EXPECT_EQ(t.residencySnapshot().manager, nullptr);
+}
+
+namespace {
+/// A fake device whose shutdown stops, once it has begun refusing work, at
+/// a gate until the test opens it: what the device's records look like in
+/// the middle of a shutdown.
+class GatedShutdown final : public FakeDevice {
+public:
+  GatedShutdown() : FakeDevice(config()) {}
+  ~GatedShutdown() override {
+    open();
+    shutdown();
+  }
+  /// Returns once a shutdown has reached the gate.
+  void waitForShutdownAtGate() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [&] { return atGate_; });
+  }
+  void open() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      open_ = true;
+    }
+    changed_.notify_all();
+  }
+
+protected:
+  void shutdownBackend() override {
+    std::unique_lock<std::mutex> lock(mutex_);
+    atGate_ = true;
+    changed_.notify_all();
+    changed_.wait(lock, [&] { return open_; });
+    lock.unlock();
+    FakeDevice::shutdownBackend();
+  }
+
+private:
+  static DeviceConfig config() {
+    DeviceConfig c;
+    c.name = "gated-shutdown";
+    return c;
+  }
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool atGate_ = false, open_ = false;
+};
+} // namespace
+
+// Once a shutdown refuses work, no thread may see the device's records as
+// they were: a refused transfer followed by a read of a record still shown
+// Device has no order with the shutdown (semantics, section 6; found by
+// the parallel families, whose branches now shut devices down).
+TEST(FakeDevice, AShutdownUnderWayShowsNoRecordAsItWas) {
+  ScopedThrowingViolationHandler violations;
+  GatedShutdown device;
+  ASSERT_FALSE(device.init());
+  Tensor onDevice(ElemKind::Float32, {4}, "on-device");
+  Tensor mirrored(ElemKind::Float32, {4}, "mirrored");
+  Tensor host(ElemKind::Float32, {4}, "host");
+  ASSERT_FALSE(transferToDeviceSync(device, onDevice));
+  ASSERT_FALSE(transferToDeviceSync(device, mirrored));
+  ASSERT_FALSE(transferFromDeviceSync(device, mirrored, /*release=*/false));
+  std::thread stopper([&] { device.shutdown(); });
+  device.waitForShutdownAtGate();
+  EXPECT_EQ(transferToDeviceSync(device, host).code(), ErrorCode::DeviceLost);
+  try {
+    (void)onDevice.hostBytes();
+    ADD_FAILURE() << "a host read of a record on a device being shut down";
+  } catch (const ContractViolationError &v) {
+    EXPECT_EQ(v.kind(), ViolationKind::HostAccessWhileLost) << v.what();
+  }
+  EXPECT_EQ(onDevice.residencySnapshot().state, ResidencyState::Lost);
+  // The host copy of a mirrored record stays valid: a write needs nothing
+  // of the device.
+  mirrored.mutableHostBytes()[0] = std::byte{1};
+  EXPECT_EQ(mirrored.residencySnapshot().state, ResidencyState::Host);
+  device.open();
+  stopper.join();
+  EXPECT_EQ(device.usedMemory(), 0u);
+  EXPECT_TRUE(device.takeBackgroundErrors().empty());
 }
 
 namespace {

@@ -219,6 +219,8 @@ private:
   Error releaseFailure(Error e, std::string_view what,
                        DeviceLocation location) const;
   Error checkTransferable(const Tensor &tensor, const char *operation) const;
+  /// DeviceLost: \p what found this device shut down.
+  Error shutDownError(const std::string &what) const;
   void moveHere(std::shared_ptr<TensorStorage> storage,
                 std::optional<DeviceLocation> location,
                 CompletionCallback done);

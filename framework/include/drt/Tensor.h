@@ -88,9 +88,23 @@ private:
   friend class Tensor;
   friend class TensorStorage;
 
+  /// Waits (under \p lock of mutex_) until idle. A record then left
+  /// Device or Mirrored on a device being shut down takes the state the
+  /// shutdown gives it (Lost, or Host) at once: from the moment a shutdown
+  /// starts refusing work, no one may see the device's records as they
+  /// were, or a history of a refusal then an observation of that state has
+  /// no order (semantics, section 6).
+  void waitUntilIdleLocked(std::unique_lock<std::mutex> &lock) {
+    idle_.wait(lock, [&] { return !busy(); });
+    if (manager_ && (state_ == ResidencyState::Device ||
+                     state_ == ResidencyState::Mirrored))
+      settleIfShutDown();
+  }
+  /// The shutdown's change of a record resident on a device shut down.
+  void settleIfShutDown();
   /// Waits (under \p lock of mutex_) until idle, then marks the record busy.
   void acquire(std::unique_lock<std::mutex> &lock) {
-    idle_.wait(lock, [&] { return !busy(); });
+    waitUntilIdleLocked(lock);
     setBusy(true);
   }
   /// acquire() for a run on \p manager. With \p mayJoin, a record resident
@@ -108,7 +122,7 @@ private:
       changed();
       return;
     }
-    idle_.wait(lock, [&] { return !busy(); });
+    waitUntilIdleLocked(lock);
     setBusy(true);
     heldByRunsOf_ = manager;
   }

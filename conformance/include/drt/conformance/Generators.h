@@ -105,6 +105,10 @@ struct GeneratorProfile {
   /// time, which only the backend's own state (a staging buffer, an
   /// allocator, a queue) links.
   size_t sharedRecords = 2;
+  /// Percent of parallel blocks in which one branch shuts a device down
+  /// among its commands, while the others move records on it: such a block
+  /// runs no network (validateScenario).
+  unsigned branchShutdownPercent = 0;
   /// When set, each device's budget is drawn relative to the sizes the
   /// scenario allocates (exact fits and one-byte misses happen), replacing
   /// the budgets in `devices`.

@@ -269,6 +269,9 @@ private:
                                   Step &step);
   Outcome failWith(const std::string &device, ErrorCode code, Step &step);
   Outcome allocate(const std::string &device, uint64_t bytes, Step &step);
+  /// Whether \p record is Device or Mirrored on a device other than \p
+  /// device.
+  bool residentElsewhere(int record, const std::string &device) const;
   Outcome moveHere(int record, const std::string &device,
                    const std::string &location, Step &step);
   Outcome upload(int record, const std::string &device,
