@@ -27,7 +27,9 @@
 //    drt_host_round_trips (every run copies its input in and its output
 //    out). Counter host_bytes: bytes across the host boundary per chain.
 //
-// ci/bench runs it and writes the Markdown table of ratios.
+// DRT_BENCH_PARAMS ("key=value,...") adds backend parameters to every drt
+// mechanism's manager. ci/bench runs it and writes the Markdown table of
+// ratios.
 //
 //===----------------------------------------------------------------------===//
 #include "Kernels.h"
@@ -44,11 +46,13 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <new>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace {
@@ -182,6 +186,26 @@ void rawTransfer(benchmark::State &state, Direction direction, bool pinned) {
 
 enum class Storage { Pageable, Direct, Staged, Pinned };
 
+/// Adds DRT_BENCH_PARAMS ("key=value,key=value": backend parameters for
+/// every drt mechanism, to compare settings side by side) to \p parameters;
+/// InvalidArgument naming a part without '='.
+Error addParametersFromEnvironment(ParameterMap &parameters) {
+  const char *text = std::getenv("DRT_BENCH_PARAMS");
+  std::string_view rest = text ? text : "";
+  while (!rest.empty()) {
+    std::string_view part = rest.substr(0, rest.find(','));
+    rest.remove_prefix(std::min(rest.size(), part.size() + 1));
+    size_t eq = part.find('=');
+    if (eq == std::string_view::npos || eq == 0)
+      return makeError(ErrorCode::InvalidArgument, "DRT_BENCH_PARAMS: '" +
+                                                       std::string(part) +
+                                                       "' is not key=value");
+    parameters[std::string(part.substr(0, eq))] =
+        std::string(part.substr(eq + 1));
+  }
+  return Error::success();
+}
+
 void drtTransfer(benchmark::State &state, Direction direction,
                  Storage storage) {
   size_t bytes = size_t(state.range(0));
@@ -191,6 +215,8 @@ void drtTransfer(benchmark::State &state, Direction direction,
     config.parameters["pinned-staging"] = "0";
   if (storage == Storage::Staged)
     config.parameters = {{"pinned-staging", "1"}, {"staging-min-bytes", "0"}};
+  if (Error e = addParametersFromEnvironment(config.parameters))
+    return state.SkipWithError(e.toString().c_str());
   opencl::OpenCLDeviceManager device(config);
   if (Error e = device.init())
     return state.SkipWithError(e.toString().c_str());

@@ -269,8 +269,12 @@ struct OpenCLDeviceManager::State {
   /// staging buffers (pinned-staging, resolved by init()).
   bool pinnedStaging = false;
   uint64_t stagingMinBytes = 0;
-  /// Bytes of each staging buffer: a staged transfer moves in chunks of it.
+  /// Bytes of each staging buffer: a staged transfer moves in chunks of at
+  /// most it (chunkFor()).
   uint64_t stagingChunk = 0;
+  /// A staged transfer that fills fewer buffers moves in this many chunks
+  /// (staging-min-chunks).
+  uint64_t stagingMinChunks = 1;
   /// Transfers that went through the staging buffers.
   uint64_t stagedTransfers = 0;
   /// Copies chunks into and out of the staging buffers (when staging).
@@ -571,6 +575,17 @@ struct OpenCLDeviceManager::State {
            !isPinnedHostMemory(host, bytes);
   }
 
+  /// The chunk a staged transfer of \p bytes moves in: a staging buffer,
+  /// or, for a transfer that fills fewer than stagingMinChunks of them,
+  /// that many chunks of at least MinSplitChunk bytes, so that copying one
+  /// overlaps the DMA of the one before even for a single buffer's worth.
+  uint64_t chunkFor(uint64_t bytes) const {
+    constexpr uint64_t MinSplitChunk = uint64_t(256) << 10, Page = 4096;
+    uint64_t split = (bytes / stagingMinChunks + Page - 1) / Page * Page;
+    return std::clamp(split, std::min(MinSplitChunk, stagingChunk),
+                      stagingChunk);
+  }
+
   /// Takes \p count staging buffers into \p out; called with mutex held.
   Error takeStaging(size_t count, std::vector<StagingBuffer> &out) {
     while (out.size() < count) {
@@ -688,6 +703,13 @@ const std::vector<BackendParameter> &openCLParameters() {
         "less than 512 KiB is copied by one",
         {2});
     stagingThreads.testedWith = {{"pinned-staging", "1"}};
+    // The default splits transfers of 512 KiB and more that fit one buffer,
+    // in every configuration that stages; 1 moves them whole.
+    BackendParameter stagingMinChunks = BackendParameter::unsignedInRange(
+        "staging-min-chunks", 4, 1, 64,
+        "a staged transfer that fills fewer staging buffers moves in this "
+        "many chunks (of at least 256 KiB), so that copying one overlaps the "
+        "DMA of the one before; 1 moves it in one");
     return std::vector<BackendParameter>{
         BackendParameter::text(
             "platform", "index or case-insensitive name substring of the "
@@ -710,6 +732,7 @@ const std::vector<BackendParameter> &openCLParameters() {
             "for testing error paths"),
         stagingChunk,
         stagingThreads,
+        stagingMinChunks,
         // Tested off, and small enough that blocks are given back to the
         // driver while others stay cached.
         BackendParameter::unsignedInRange(
@@ -749,6 +772,8 @@ Error OpenCLDeviceManager::init() {
       config().uintParameter("staging-chunk-bytes", uint64_t(4) << 20);
   Expected<uint64_t> stagingThreads =
       config().uintParameter("staging-copy-threads", 0);
+  Expected<uint64_t> stagingMinChunks =
+      config().uintParameter("staging-min-chunks", 4);
   Expected<uint64_t> poolLimit =
       config().uintParameter("memory-pool-bytes", uint64_t(1) << 30);
   if (std::optional<std::string> faults = config().parameter("driver-faults")) {
@@ -779,6 +804,7 @@ Error OpenCLDeviceManager::init() {
       pinned == "1" || (pinned == "auto" && !s.info.hostUnifiedMemory);
   s.stagingMinBytes = *stagingMinBytes;
   s.stagingChunk = *stagingChunk;
+  s.stagingMinChunks = *stagingMinChunks;
   if (s.pinnedStaging && !s.stagingCopy)
     s.stagingCopy = std::make_unique<ParallelCopy>(
         *stagingThreads ? unsigned(*stagingThreads)
@@ -1168,7 +1194,8 @@ void OpenCLDeviceManager::copyToDevice(DeviceLocation dst, const std::byte *src,
   } else {
     // Chunk i is copied into pinned buffer i % 2 while the driver moves
     // chunk i - 1 out of the other one.
-    uint64_t chunks = (bytes + s.stagingChunk - 1) / s.stagingChunk;
+    uint64_t chunk = s.chunkFor(bytes);
+    uint64_t chunks = (bytes + chunk - 1) / chunk;
     std::vector<StagingBuffer> staging;
     if (Error e = s.takeStaging(std::min<uint64_t>(chunks, 2), staging))
       return fail(std::move(e));
@@ -1188,8 +1215,8 @@ void OpenCLDeviceManager::copyToDevice(DeviceLocation dst, const std::byte *src,
           break;
         }
       }
-      uint64_t offset = i * s.stagingChunk;
-      uint64_t size = std::min(s.stagingChunk, bytes - offset);
+      uint64_t offset = i * chunk;
+      uint64_t size = std::min(chunk, bytes - offset);
       s.stagingCopy->copy(staging[i % 2].mapped, src + offset, size);
       rc = s.driver.enqueueWriteBuffer(s.queue, buffer, CL_FALSE, offset, size,
                                        staging[i % 2].mapped, &pending);
@@ -1282,18 +1309,18 @@ void OpenCLDeviceManager::copyFromDevice(DeviceLocation src, std::byte *dst,
     // The driver moves chunk i + 1 into one pinned buffer while chunk i is
     // copied out of the other; the data is in place when the loop ends, so
     // the completion has no command left to wait for.
-    uint64_t chunks = (bytes + s.stagingChunk - 1) / s.stagingChunk;
+    uint64_t chunk = s.chunkFor(bytes);
+    uint64_t chunks = (bytes + chunk - 1) / chunk;
     std::vector<StagingBuffer> staging;
     if (Error e = s.takeStaging(std::min<uint64_t>(chunks, 2), staging))
       return fail(std::move(e));
     ++s.stagedTransfers;
     std::array<cl_event, 2> read{};
     auto enqueueChunk = [&](uint64_t i) {
-      uint64_t offset = i * s.stagingChunk;
-      return s.driver.enqueueReadBuffer(
-          s.queue, buffer, CL_FALSE, offset,
-          std::min(s.stagingChunk, bytes - offset), staging[i % 2].mapped,
-          &read[i % 2]);
+      uint64_t offset = i * chunk;
+      return s.driver.enqueueReadBuffer(s.queue, buffer, CL_FALSE, offset,
+                                        std::min(chunk, bytes - offset),
+                                        staging[i % 2].mapped, &read[i % 2]);
     };
     // As to the device: the waits are made without the lock.
     bool unlocked = s.unlockForBlockingCall(lock, !injected, buffer);
@@ -1313,9 +1340,9 @@ void OpenCLDeviceManager::copyFromDevice(DeviceLocation src, std::byte *dst,
         call = "clWaitForEvents";
         break;
       }
-      uint64_t offset = i * s.stagingChunk;
+      uint64_t offset = i * chunk;
       s.stagingCopy->copy(dst + offset, staging[i % 2].mapped,
-                          std::min(s.stagingChunk, bytes - offset));
+                          std::min(chunk, bytes - offset));
     }
     if (call)
       s.driver.finish(s.queue);

@@ -138,7 +138,7 @@ TEST(OpenCLBackend, DeclaresItsParametersAndTheConfigurationsToTest) {
                        "platform", "device", "device-index", "pinned-staging",
                        "staging-min-bytes", "shared-context", "driver-faults",
                        "staging-chunk-bytes", "staging-copy-threads",
-                       "memory-pool-bytes"}));
+                       "staging-min-chunks", "memory-pool-bytes"}));
   auto configurations =
       BackendRegistry::instance().configurationsToTest("opencl");
   ASSERT_TRUE(configurations);
