@@ -703,10 +703,11 @@ const std::vector<BackendParameter> &openCLParameters() {
         "less than 512 KiB is copied by one",
         {2});
     stagingThreads.testedWith = {{"pinned-staging", "1"}};
-    // The default splits transfers of 512 KiB and more that fit one buffer,
-    // in every configuration that stages; 1 moves them whole.
+    // Off (1) by default until measured on a discrete GPU: chunks of
+    // 256 KiB are copied by one thread each, where a whole buffer's worth is
+    // copied by several (docs/performance.md).
     BackendParameter stagingMinChunks = BackendParameter::unsignedInRange(
-        "staging-min-chunks", 4, 1, 64,
+        "staging-min-chunks", 1, 1, 64,
         "a staged transfer that fills fewer staging buffers moves in this "
         "many chunks (of at least 256 KiB), so that copying one overlaps the "
         "DMA of the one before; 1 moves it in one");
@@ -773,7 +774,7 @@ Error OpenCLDeviceManager::init() {
   Expected<uint64_t> stagingThreads =
       config().uintParameter("staging-copy-threads", 0);
   Expected<uint64_t> stagingMinChunks =
-      config().uintParameter("staging-min-chunks", 4);
+      config().uintParameter("staging-min-chunks", 1);
   Expected<uint64_t> poolLimit =
       config().uintParameter("memory-pool-bytes", uint64_t(1) << 30);
   if (std::optional<std::string> faults = config().parameter("driver-faults")) {

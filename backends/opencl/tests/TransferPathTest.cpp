@@ -482,6 +482,36 @@ TEST(OpenCLStagingChunks, AutoStagesWhereTheDeviceDoesNotShareHostMemory) {
   EXPECT_FALSE(direct->usesPinnedStaging());
 }
 
+// staging-min-chunks splits a transfer that fills fewer buffers into that
+// many chunks of at least 256 KiB (the last one partial), both ways.
+TEST(OpenCLStagingChunks, ATransferOfLessThanABufferIsSplitIntoChunks) {
+  auto device = openDevice(configNamed(
+      "cl", {{"pinned-staging", "1"}, {"staging-min-chunks", "4"}}));
+  ASSERT_TRUE(device);
+  // Bytes, and the chunks of each: 1 MiB in 4 of 256 KiB; 600 KiB in 3 of
+  // 256 KiB, the last partial; 4 MiB in 4 of 1 MiB; 300 KiB in 2 of 256 KiB;
+  // a buffer's worth and 4 bytes (2 buffers) in 4 of about 1 MiB.
+  for (auto [bytes, chunks] :
+       std::vector<std::pair<size_t, uint64_t>>{{size_t(1) << 20, 4},
+                                                {(size_t(600) << 10) + 4, 3},
+                                                {size_t(4) << 20, 4},
+                                                {size_t(300) << 10, 2},
+                                                {(size_t(4) << 20) + 4, 4}}) {
+    size_t n = bytes / 4;
+    Tensor t(ElemKind::Int32, {n}, "t");
+    fill(t, iota(n, int32_t(n)));
+    uint64_t writes = callsOf(*device, OpenCLCall::EnqueueWriteBuffer);
+    uint64_t reads = callsOf(*device, OpenCLCall::EnqueueReadBuffer);
+    ASSERT_TRUE(transferToDeviceSync(*device, t).isSuccess());
+    ASSERT_TRUE(transferFromDeviceSync(*device, t).isSuccess());
+    EXPECT_EQ(callsOf(*device, OpenCLCall::EnqueueWriteBuffer) - writes, chunks)
+        << bytes << " bytes";
+    EXPECT_EQ(callsOf(*device, OpenCLCall::EnqueueReadBuffer) - reads, chunks)
+        << bytes << " bytes";
+    EXPECT_EQ(contents<int32_t>(t), iota(n, int32_t(n))) << bytes;
+  }
+}
+
 // Chunks of 4 MiB copied by three threads (slices of at least 256 KiB; the
 // last chunk partial and not a multiple of a slice), checked through a run:
 // x goes up staged, the device copies it into o, o comes back staged into
