@@ -1434,6 +1434,19 @@ void ScenarioGenerator::addParallelBlock(Scenario &s, Model &model,
                                   rng.percent(profile_.branchShutdownPercent)
                               ? 1 + rng.below(branches)
                               : 0;
+  // The branch that plans a fault, if any, and the fault: not DeviceLost,
+  // which would fail what other threads have in flight (validateScenario).
+  size_t faultBranch = 0;
+  FaultSpec fault;
+  if (profile_.branchFaultPercent && rng.percent(profile_.branchFaultPercent)) {
+    faultBranch = 1 + rng.below(branches);
+    fault.site =
+        std::array{FaultSite::Allocation, FaultSite::TransferToDevice,
+                   FaultSite::TransferFromDevice, FaultSite::Run}[rng.below(4)];
+    fault.nth = unsigned(rng.between(1, 3));
+    fault.code =
+        rng.percent(50) ? ErrorCode::DeviceError : ErrorCode::OutOfMemory;
+  }
   std::vector<std::vector<std::string>> targets(branches);
   for (size_t b = 1; b <= branches; ++b)
     for (const std::string &owner : shared) {
@@ -1543,12 +1556,17 @@ void ScenarioGenerator::addParallelBlock(Scenario &s, Model &model,
     // The shutdown takes one of the branch's places, often after a
     // command of its own, so that the others' transfers are under way.
     size_t shutdownAt = b == shutdownBranch ? rng.below(length) : length;
+    size_t faultAt = b == faultBranch ? rng.below(length) : length;
     for (size_t k = 0; k < length; ++k) {
       Command c;
-      if (k == shutdownAt) {
-        c.kind = CommandKind::Shutdown;
+      if (k == shutdownAt || k == faultAt) {
+        c.kind =
+            k == shutdownAt ? CommandKind::Shutdown : CommandKind::InjectFault;
         c.branch = int(b);
         c.device = devices[rng.below(devices.size())];
+        // Where both fall on one place, the shutdown takes it.
+        if (c.kind == CommandKind::InjectFault)
+          c.fault = fault;
         s.commands.push_back(c);
         continue;
       }

@@ -380,6 +380,7 @@ std::vector<PropertyFamily> makeFamilies() {
           p.parallelBranches = MaxBranches;
           p.branchLength = 4;
           p.branchShutdownPercent = 25;
+          p.branchFaultPercent = 20;
           return p;
         },
         // Whether branches overlap in time is the machine's doing, not the
@@ -415,6 +416,7 @@ std::vector<PropertyFamily> makeFamilies() {
           // A shutdown while the other branches' transfers use the
           // backend's queue and staging buffers.
           p.branchShutdownPercent = 15;
+          p.branchFaultPercent = 15;
           return p;
         },
         {"parallel-block", "linearized"}};

@@ -2381,6 +2381,8 @@ std::optional<Difference> runParallelBlock(
     for (const BranchEvent &e : branch)
       if (e.command->kind == CommandKind::Shutdown)
         ++labels[CoverageLabel("shutdown-in-parallel-block")];
+      else if (e.command->kind == CommandKind::InjectFault)
+        ++labels[CoverageLabel("fault-in-parallel-block")];
   auto blocked = [](const Command &c) {
     return Difference{"the return of '" + printCommand(c) + "'",
                       "before the callback timeout",

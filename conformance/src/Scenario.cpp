@@ -100,6 +100,7 @@ bool branchCommandKind(CommandKind kind) {
   case CommandKind::Refill:
   case CommandKind::Run:
   case CommandKind::Shutdown:
+  case CommandKind::InjectFault:
     return true;
   default:
     // Not write: its span is filled after mutableHostBytes returns, so a
@@ -498,8 +499,19 @@ std::string validateScenario(const Scenario &scenario) {
     if (c.branch != 0 &&
         (!branchCommandKind(c.kind) || c.noWait || !c.location.empty()))
       return step() + "a parallel branch runs to-device (without a "
-                      "location), from-device, release, read, refill, run "
-                      "and shutdown only, each waiting for its outcome";
+                      "location), from-device, release, read, refill, run, "
+                      "shutdown and inject-fault only, each waiting for its "
+                      "outcome";
+    // A DeviceLost fault that strikes in the block fails the operations
+    // other threads have in flight, though they counted before the one it
+    // strikes: no order explains that.
+    if (c.branch != 0 &&
+        (!mayBeLost.empty() || (c.kind == CommandKind::InjectFault &&
+                                c.fault.code == ErrorCode::DeviceLost)))
+      return step() + "a DeviceLost fault may strike in the parallel block "
+                      "(the operations other threads have in flight would "
+                      "fail though they counted before it): plan it after "
+                      "the block's work, or shut the device down instead";
     if (c.branch != 0) {
       branchShutdown = branchShutdown || c.kind == CommandKind::Shutdown;
       branchRun = branchRun || c.kind == CommandKind::Run;
@@ -508,7 +520,8 @@ std::string validateScenario(const Scenario &scenario) {
                         "network (a run the shutdown meets fails, and what "
                         "it leaves of an output no order explains)";
     }
-    if (c.branch != 0 && c.kind != CommandKind::Shutdown) {
+    if (c.branch != 0 && c.kind != CommandKind::Shutdown &&
+        c.kind != CommandKind::InjectFault) {
       auto owned = [&](auto &owners, const std::string &name, const char *what,
                        const char *why) -> std::string {
         auto [it, fresh] = owners.emplace(name, c.branch);

@@ -96,8 +96,10 @@ DeviceManager::DeviceManager(DeviceConfig config)
     : config_(std::move(config)) {}
 
 DeviceManager::~DeviceManager() {
-  if (!shutDown_.exchange(true))
+  if (!shutdownStarted_.exchange(true)) {
+    shutDown_.store(true);
     abandonAll();
+  }
 }
 
 uint64_t DeviceManager::availableMemory() const {
@@ -223,8 +225,9 @@ size_t DeviceManager::operationsInFlight() const {
 }
 
 void DeviceManager::shutdown() {
-  if (shutDown_.exchange(true))
+  if (shutdownStarted_.exchange(true))
     return;
+  shutDown_.store(true);
   shutdownBackend();
   abandonAll();
 }

@@ -215,7 +215,8 @@ Error FakeDevice::injectFault(const FaultSpec &fault) {
 
 template <typename Describe>
 Error FakeDevice::strikeFault(FaultSite site, const Describe &describe) {
-  std::optional<ErrorCode> code = faults_.strike(site);
+  std::optional<ErrorCode> code =
+      faults_.strike(site, [this] { refuseWork(); });
   if (!code)
     return Error::success();
   std::string what = describe();

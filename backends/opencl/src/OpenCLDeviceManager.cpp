@@ -1016,7 +1016,8 @@ Expected<DeviceLocation> OpenCLDeviceManager::allocate(uint64_t bytes) {
     return "allocating " + std::to_string(bytes) + " bytes on device '" +
            name() + "'";
   };
-  std::optional<ErrorCode> injected = s.faults.strike(FaultSite::Allocation);
+  std::optional<ErrorCode> injected =
+      s.faults.strike(FaultSite::Allocation, [this] { refuseWork(); });
   if (injected == ErrorCode::DeviceLost) {
     shutdown();
     return makeError(ErrorCode::DeviceLost,
@@ -1148,7 +1149,7 @@ void OpenCLDeviceManager::copyToDevice(DeviceLocation dst, const std::byte *src,
   c.operation = {Operation::Kind::CopyToDevice, bytes, dst, {}};
   auto what = [&] { return c.operation.text(name()); };
   std::optional<ErrorCode> injected =
-      s.faults.strike(FaultSite::TransferToDevice);
+      s.faults.strike(FaultSite::TransferToDevice, [this] { refuseWork(); });
   if (injected == ErrorCode::DeviceLost)
     return shutdown();
   std::unique_lock<std::mutex> lock(s.mutex);
@@ -1263,7 +1264,7 @@ void OpenCLDeviceManager::copyFromDevice(DeviceLocation src, std::byte *dst,
   c.operation = {Operation::Kind::CopyFromDevice, bytes, src, {}};
   auto what = [&] { return c.operation.text(name()); };
   std::optional<ErrorCode> injected =
-      s.faults.strike(FaultSite::TransferFromDevice);
+      s.faults.strike(FaultSite::TransferFromDevice, [this] { refuseWork(); });
   if (injected == ErrorCode::DeviceLost)
     return shutdown();
   std::unique_lock<std::mutex> lock(s.mutex);
@@ -1432,7 +1433,8 @@ void OpenCLDeviceManager::execute(const Function &function,
   Completion c;
   c.operation.network = function.name();
   auto what = [&] { return c.operation.text(name()); };
-  std::optional<ErrorCode> injected = s.faults.strike(FaultSite::Run);
+  std::optional<ErrorCode> injected =
+      s.faults.strike(FaultSite::Run, [this] { refuseWork(); });
   if (injected == ErrorCode::DeviceLost)
     return shutdown();
   std::unique_lock<std::mutex> lock(s.mutex);

@@ -159,6 +159,11 @@ public:
   size_t operationsInFlight() const;
 
 protected:
+  /// Refuses work from now on, as a shutdown does, before shutdown() runs:
+  /// a backend that loses the device inside an operation calls it where it
+  /// decides the loss (FaultPlan::strike's onDeviceLost), so that no
+  /// operation of another thread counted after that one succeeds.
+  void refuseWork() { shutDown_.store(true); }
   /// Allocates \p bytes, enforcing the budget: OutOfMemory naming the sizes.
   virtual Expected<DeviceLocation> allocate(uint64_t bytes) = 0;
   /// Frees \p location; InvalidArgument when stale or unknown.
@@ -241,6 +246,9 @@ private:
 
   DeviceConfig config_;
   std::atomic<bool> shutDown_{false};
+  /// Set by the first shutdown() (shutDown_ may be set before it, by
+  /// refuseWork()).
+  std::atomic<bool> shutdownStarted_{false};
 
   /// A record resident here.
   struct Resident {

@@ -3,6 +3,7 @@
 #define DRT_FAULTPLAN_H
 
 #include "drt/DeviceConfig.h"
+#include "drt/FunctionRef.h"
 
 #include <atomic>
 #include <mutex>
@@ -21,10 +22,18 @@ public:
   /// Counts one operation at \p site and returns the code it must fail with,
   /// or std::nullopt when no fault strikes it. Each planned fault strikes once.
   std::optional<ErrorCode> strike(FaultSite site);
+  /// strike(), calling \p onDeviceLost before it returns DeviceLost, while
+  /// no other strike can pass: a backend refuses work there
+  /// (DeviceManager::refuseWork), so that no operation of another thread
+  /// that counts after this one succeeds before the device is shut down.
+  std::optional<ErrorCode> strike(FaultSite site,
+                                  FunctionRef<void()> onDeviceLost);
   /// Number of faults planned and not yet struck.
   size_t pending() const;
 
 private:
+  std::optional<ErrorCode> strike(FaultSite site,
+                                  const FunctionRef<void()> *onDeviceLost);
   struct Planned {
     FaultSite site;
     unsigned remaining;

@@ -109,6 +109,11 @@ struct GeneratorProfile {
   /// among its commands, while the others move records on it: such a block
   /// runs no network (validateScenario).
   unsigned branchShutdownPercent = 0;
+  /// Percent of parallel blocks in which one branch plans a fault (any
+  /// site, nth 1 to 3, DeviceError or OutOfMemory) among its commands, so
+  /// that which of the others' operations it strikes is the interleaving's
+  /// doing.
+  unsigned branchFaultPercent = 0;
   /// When set, each device's budget is drawn relative to the sizes the
   /// scenario allocates (exact fits and one-byte misses happen), replacing
   /// the budgets in `devices`.
