@@ -1435,10 +1435,12 @@ void ScenarioGenerator::addParallelBlock(Scenario &s, Model &model,
                               ? 1 + rng.below(branches)
                               : 0;
   // The branch that plans a fault, if any, and the fault: not DeviceLost,
-  // which would fail what other threads have in flight (validateScenario).
+  // which would fail what other threads have in flight, nor beside a
+  // shutdown (validateScenario).
   size_t faultBranch = 0;
   FaultSpec fault;
-  if (profile_.branchFaultPercent && rng.percent(profile_.branchFaultPercent)) {
+  if (profile_.branchFaultPercent && !shutdownBranch &&
+      rng.percent(profile_.branchFaultPercent)) {
     faultBranch = 1 + rng.below(branches);
     fault.site =
         std::array{FaultSite::Allocation, FaultSite::TransferToDevice,
@@ -1497,7 +1499,7 @@ void ScenarioGenerator::addParallelBlock(Scenario &s, Model &model,
   // Most branches get a network and tensors of its type made for it, so
   // that runs meet runs and transfers of other branches; each branch keeps
   // room for its one command.
-  if (shutdownBranch)
+  if (shutdownBranch || faultBranch)
     networks.clear();
   for (size_t b = 0; b < branches && !networks.empty(); ++b) {
     size_t i = rng.below(networks.size());

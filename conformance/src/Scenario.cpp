@@ -481,6 +481,9 @@ std::string validateScenario(const Scenario &scenario) {
   // run the shutdown meets fails, and an in-place Mirrored output of it ends
   // Lost, which neither order of the two explains.
   bool branchShutdown = false, branchRun = false;
+  // Whether it plans a fault, which a run, counted once per allocation and
+  // input copy, does not meet as one step.
+  bool branchFault = false;
   for (size_t i = 0; i < scenario.commands.size(); ++i) {
     const Command &c = scenario.commands[i];
     // Named only in a problem: building it for every command would cost a
@@ -514,11 +517,22 @@ std::string validateScenario(const Scenario &scenario) {
                       "the block's work, or shut the device down instead";
     if (c.branch != 0) {
       branchShutdown = branchShutdown || c.kind == CommandKind::Shutdown;
+      branchFault = branchFault || c.kind == CommandKind::InjectFault;
       branchRun = branchRun || c.kind == CommandKind::Run;
       if (branchShutdown && branchRun)
         return step() + "a parallel block that shuts a device down runs no "
                         "network (a run the shutdown meets fails, and what "
                         "it leaves of an output no order explains)";
+      if (branchShutdown && branchFault)
+        return step() + "a parallel block that shuts a device down plans no "
+                        "fault (a move between two devices counts at one "
+                        "and may meet the shutdown of the other: no one "
+                        "point in time gives both)";
+      if (branchFault && branchRun)
+        return step() + "a parallel block that plans a fault runs no network "
+                        "(a run counts at a site once per allocation and "
+                        "input copy: a fault planned on another thread may "
+                        "count some of them and not the others)";
     }
     if (c.branch != 0 && c.kind != CommandKind::Shutdown &&
         c.kind != CommandKind::InjectFault) {

@@ -273,8 +273,8 @@ protected:
     if (Error e = strike(FaultSite::Allocation))
       return e;
     std::lock_guard<std::mutex> lock(mutex_);
-    if (stopped_)
-      return makeError(ErrorCode::DeviceLost, who() + " is shut down");
+    if (Error e = refuseIfStopped())
+      return e;
     if (bytes > budget_ - used_)
       return makeError(ErrorCode::OutOfMemory,
                        who() + ": allocation of " + std::to_string(bytes) +
@@ -370,7 +370,10 @@ private:
   /// The planned fault that strikes this operation at \p site, if any. An
   /// injected DeviceLost shuts the device down first.
   Error strike(FaultSite site) {
-    std::optional<ErrorCode> code = faults_.strike(site);
+    // A DeviceLost strike refuses work at once: no operation counted after
+    // it may succeed before the shutdown below.
+    std::optional<ErrorCode> code =
+        faults_.strike(site, [this] { refuseWork(); });
     if (!code)
       return Error::success();
     Error e(*code, "injected fault at " + std::string(faultSiteName(site)) +
@@ -391,9 +394,17 @@ private:
                      who() + ": " + what + " of stale or unknown location " +
                          location.toString());
   }
+  /// DeviceLost once shut down: a shutdown on another thread may have come
+  /// since the framework looked, and taken the locations with it.
+  Error refuseIfStopped() const {
+    return stopped_ ? makeError(ErrorCode::DeviceLost, who() + " is shut down")
+                    : Error::success();
+  }
   template <typename Move>
   Error copy(DeviceLocation location, uint64_t bytes, Move move) {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (Error e = refuseIfStopped())
+      return e;
     const Block *block = blocks_.lookup(location);
     if (!block)
       return stale("copy", location);
@@ -408,6 +419,8 @@ private:
   Error run(const Function &function,
             const std::vector<RunArgument> &arguments) {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (Error e = refuseIfStopped())
+      return e;
     auto at = [&](const std::string &placeholder) -> std::byte * {
       int i = function.placeholderIndex(placeholder);
       const Block *block = blocks_.lookup(arguments.at(i).location);

@@ -418,25 +418,31 @@ TEST(OpenCLPool, BadPoolParametersAreRejected) {
 // Staging in chunks.
 //===----------------------------------------------------------------------===//
 
+/// Moves an Int32 tensor of \p n elements to \p device and back, checking
+/// that each way took \p chunks driver calls and kept the contents.
+void expectRoundTripInChunks(OpenCLDeviceManager &device, size_t n,
+                             uint64_t chunks) {
+  Tensor t(ElemKind::Int32, {n}, "t");
+  fill(t, iota(n, int32_t(n)));
+  uint64_t writes = callsOf(device, OpenCLCall::EnqueueWriteBuffer);
+  uint64_t reads = callsOf(device, OpenCLCall::EnqueueReadBuffer);
+  ASSERT_TRUE(transferToDeviceSync(device, t).isSuccess());
+  ASSERT_TRUE(transferFromDeviceSync(device, t).isSuccess());
+  EXPECT_EQ(callsOf(device, OpenCLCall::EnqueueWriteBuffer) - writes, chunks)
+      << n << " elements";
+  EXPECT_EQ(callsOf(device, OpenCLCall::EnqueueReadBuffer) - reads, chunks)
+      << n << " elements";
+  EXPECT_EQ(contents<int32_t>(t), iota(n, int32_t(n))) << n << " elements";
+}
+
 TEST(OpenCLStagingChunks, TransfersOfSeveralChunksPreserveContents) {
   auto device = openDevice(configNamed("cl", {{"pinned-staging", "1"},
                                               {"staging-chunk-bytes", "4096"},
                                               {"staging-min-bytes", "0"}}));
   ASSERT_TRUE(device);
   for (size_t n : {size_t(1), size_t(1024), size_t(1025), size_t(3 * 1024 + 7),
-                   size_t(100000)}) {
-    Tensor t(ElemKind::Int32, {n}, "t");
-    fill(t, iota(n, int32_t(n)));
-    uint64_t writes = callsOf(*device, OpenCLCall::EnqueueWriteBuffer);
-    uint64_t reads = callsOf(*device, OpenCLCall::EnqueueReadBuffer);
-    ASSERT_TRUE(transferToDeviceSync(*device, t).isSuccess());
-    ASSERT_TRUE(transferFromDeviceSync(*device, t).isSuccess());
-    uint64_t chunks = (n * 4 + 4095) / 4096;
-    EXPECT_EQ(callsOf(*device, OpenCLCall::EnqueueWriteBuffer) - writes,
-              chunks);
-    EXPECT_EQ(callsOf(*device, OpenCLCall::EnqueueReadBuffer) - reads, chunks);
-    EXPECT_EQ(contents<int32_t>(t), iota(n, int32_t(n))) << n;
-  }
+                   size_t(100000)})
+    expectRoundTripInChunks(*device, n, (n * 4 + 4095) / 4096);
   EXPECT_EQ(device->stats().deviceCopies, 0u);
   EXPECT_EQ(device->liveAllocations(), 0u);
 }
@@ -496,20 +502,8 @@ TEST(OpenCLStagingChunks, ATransferOfLessThanABufferIsSplitIntoChunks) {
                                                 {(size_t(600) << 10) + 4, 3},
                                                 {size_t(4) << 20, 4},
                                                 {size_t(300) << 10, 2},
-                                                {(size_t(4) << 20) + 4, 4}}) {
-    size_t n = bytes / 4;
-    Tensor t(ElemKind::Int32, {n}, "t");
-    fill(t, iota(n, int32_t(n)));
-    uint64_t writes = callsOf(*device, OpenCLCall::EnqueueWriteBuffer);
-    uint64_t reads = callsOf(*device, OpenCLCall::EnqueueReadBuffer);
-    ASSERT_TRUE(transferToDeviceSync(*device, t).isSuccess());
-    ASSERT_TRUE(transferFromDeviceSync(*device, t).isSuccess());
-    EXPECT_EQ(callsOf(*device, OpenCLCall::EnqueueWriteBuffer) - writes, chunks)
-        << bytes << " bytes";
-    EXPECT_EQ(callsOf(*device, OpenCLCall::EnqueueReadBuffer) - reads, chunks)
-        << bytes << " bytes";
-    EXPECT_EQ(contents<int32_t>(t), iota(n, int32_t(n))) << bytes;
-  }
+                                                {(size_t(4) << 20) + 4, 4}})
+    expectRoundTripInChunks(*device, bytes / 4, chunks);
 }
 
 // Chunks of 4 MiB copied by three threads (slices of at least 256 KiB; the

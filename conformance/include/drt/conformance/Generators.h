@@ -112,7 +112,7 @@ struct GeneratorProfile {
   /// Percent of parallel blocks in which one branch plans a fault (any
   /// site, nth 1 to 3, DeviceError or OutOfMemory) among its commands, so
   /// that which of the others' operations it strikes is the interleaving's
-  /// doing.
+  /// doing; such a block runs no network (validateScenario).
   unsigned branchFaultPercent = 0;
   /// When set, each device's budget is drawn relative to the sizes the
   /// scenario allocates (exact fits and one-byte misses happen), replacing
