@@ -778,7 +778,9 @@ private:
         if (wholeOutputs(*net).size() >= 2)
           ready.push_back(net);
       if (!ready.empty()) {
-        faultedEnsure_.emplace();
+        // Not emplace(): clang 14 finds a nested class with default member
+        // initializers not default-constructible inside its enclosing one.
+        faultedEnsure_ = FaultedEnsurePlan{};
         faultedEnsure_->network = *rng_.pick(ready);
       }
     }
