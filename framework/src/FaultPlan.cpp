@@ -20,16 +20,11 @@ Error FaultPlan::add(const FaultSpec &fault) {
 }
 
 std::optional<ErrorCode> FaultPlan::strike(FaultSite site) {
-  return strike(site, nullptr);
+  return strike(site, [] {});
 }
 
 std::optional<ErrorCode> FaultPlan::strike(FaultSite site,
                                            FunctionRef<void()> onDeviceLost) {
-  return strike(site, &onDeviceLost);
-}
-
-std::optional<ErrorCode>
-FaultPlan::strike(FaultSite site, const FunctionRef<void()> *onDeviceLost) {
   if (!armed_.load(std::memory_order_acquire))
     return std::nullopt;
   std::lock_guard<std::mutex> lock(mutex_);
@@ -45,8 +40,8 @@ FaultPlan::strike(FaultSite site, const FunctionRef<void()> *onDeviceLost) {
   }
   // Before armed_ can clear: a strike that takes the fast path after this
   // one finds the device refusing work.
-  if (hit == ErrorCode::DeviceLost && onDeviceLost)
-    (*onDeviceLost)();
+  if (hit == ErrorCode::DeviceLost)
+    onDeviceLost();
   armed_.store(!planned_.empty(), std::memory_order_release);
   return hit;
 }

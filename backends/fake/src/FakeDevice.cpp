@@ -196,6 +196,13 @@ void FakeDevice::log(std::string event) {
   events_.push_back(Event{nullptr, DeviceLocation{}, 0, std::move(event)});
 }
 
+Error FakeDevice::refuseIfStopped() const {
+  if (!stopped_)
+    return Error::success();
+  return makeError(ErrorCode::DeviceLost,
+                   "fake device '" + name() + "' is shut down");
+}
+
 /// Called with mutex_ held.
 void FakeDevice::logAction(const char *action, DeviceLocation location,
                            uint64_t bytes) {
@@ -235,9 +242,8 @@ Expected<DeviceLocation> FakeDevice::allocate(uint64_t bytes) {
       }))
     return e;
   std::lock_guard<std::mutex> lock(mutex_);
-  if (stopped_)
-    return makeError(ErrorCode::DeviceLost,
-                     "fake device '" + name() + "' is shut down");
+  if (Error e = refuseIfStopped())
+    return e;
   if (bytes > budget_ - used_)
     return makeError(ErrorCode::OutOfMemory,
                      "fake device '" + name() + "': allocation of " +
@@ -359,11 +365,8 @@ void FakeDevice::copyToDevice(DeviceLocation dst, const std::byte *src,
   submit(
       [this, dst, src, bytes]() -> Error {
         std::lock_guard<std::mutex> lock(mutex_);
-        // A shutdown on another thread may have come since the framework
-        // looked: its locations are gone, and the answer is DeviceLost.
-        if (stopped_)
-          return makeError(ErrorCode::DeviceLost,
-                           "fake device '" + name() + "' is shut down");
+        if (Error e = refuseIfStopped())
+          return e;
         Allocation *a = table_.lookup(dst);
         if (!a || a->bytes.size() < bytes)
           return makeError(ErrorCode::InvalidArgument,
@@ -392,11 +395,8 @@ void FakeDevice::copyFromDevice(DeviceLocation src, std::byte *dst,
   submit(
       [this, src, dst, bytes]() -> Error {
         std::lock_guard<std::mutex> lock(mutex_);
-        // A shutdown on another thread may have come since the framework
-        // looked: its locations are gone, and the answer is DeviceLost.
-        if (stopped_)
-          return makeError(ErrorCode::DeviceLost,
-                           "fake device '" + name() + "' is shut down");
+        if (Error e = refuseIfStopped())
+          return e;
         const Allocation *a = table_.lookup(src);
         if (!a || a->bytes.size() < bytes)
           return makeError(ErrorCode::InvalidArgument,

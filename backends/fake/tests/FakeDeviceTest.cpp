@@ -28,6 +28,15 @@ std::unique_ptr<FakeDevice> makeFake(std::map<std::string, std::string> params,
   EXPECT_FALSE(e) << e.toString();
   return d;
 }
+
+/// Expects \p device to hold exactly one background error, whose message
+/// contains \p text.
+void expectOneBackgroundError(DeviceManager &device, const std::string &text) {
+  std::vector<Error> errors = device.takeBackgroundErrors();
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors.front().message().find(text), std::string::npos)
+      << errors.front().toString();
+}
 } // namespace
 
 TEST(FakeDevice, IsRegisteredWithItsCapabilities) {
@@ -242,14 +251,9 @@ TEST(FakeDevice,
   });
   returned = true;
   EXPECT_TRUE(calledBeforeReturn);
-  std::vector<Error> errors = d.takeBackgroundErrors();
-  ASSERT_EQ(errors.size(), 1u);
-  EXPECT_NE(errors.front().message().find(
-                "completed transferToDevice of tensor 'issued' (16 bytes) on "
-                "the thread that submitted it, before the submission "
-                "returned"),
-            std::string::npos)
-      << errors.front().toString();
+  expectOneBackgroundError(
+      d, "completed transferToDevice of tensor 'issued' (16 bytes) on the "
+         "thread that submitted it, before the submission returned");
   // What the framework answers itself, without the device (a read-back of
   // a tensor already on the host), may come back at once.
   Tensor host(ElemKind::Float32, {4}, "host");
@@ -315,15 +319,10 @@ TEST(FakeDevice,
   ASSERT_FALSE(transferToDeviceSync(d, second));
   d.release();
   EXPECT_TRUE(firstDone);
-  std::vector<Error> errors = d.takeBackgroundErrors();
-  ASSERT_EQ(errors.size(), 1u);
-  EXPECT_NE(errors.front().message().find(
-                "completed transferToDevice of tensor 'second' (16 bytes) on "
-                "the thread that submitted it before completing "
-                "transferToDevice of tensor 'first' (16 bytes), submitted "
-                "earlier"),
-            std::string::npos)
-      << errors.front().toString();
+  expectOneBackgroundError(
+      d, "completed transferToDevice of tensor 'second' (16 bytes) on the "
+         "thread that submitted it before completing transferToDevice of "
+         "tensor 'first' (16 bytes), submitted earlier");
   // Once the earlier one is completed, a waiting caller's inline completion
   // is in order.
   Tensor third(ElemKind::Float32, {4}, "third");

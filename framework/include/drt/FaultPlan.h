@@ -32,8 +32,6 @@ public:
   size_t pending() const;
 
 private:
-  std::optional<ErrorCode> strike(FaultSite site,
-                                  const FunctionRef<void()> *onDeviceLost);
   struct Planned {
     FaultSite site;
     unsigned remaining;

@@ -144,6 +144,10 @@ private:
     std::string text;
   };
   void logAction(const char *action, DeviceLocation location, uint64_t bytes);
+  /// DeviceLost once shut down, checked (under mutex_) before a location:
+  /// a shutdown on another thread may have come since the framework looked,
+  /// and taken the locations with it.
+  Error refuseIfStopped() const;
   std::vector<Event> events_;
   bool stopped_ = false;
 
