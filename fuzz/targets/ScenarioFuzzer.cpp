@@ -11,6 +11,8 @@
 //===----------------------------------------------------------------------===//
 #include "drt/fuzz/FuzzInput.h"
 
+#include "drt/conformance/HostMemoryRetention.h"
+
 #include <array>
 #include <csignal>
 #include <cstdio>
@@ -55,6 +57,7 @@ const FuzzSetup &setup() {
 } // namespace
 
 extern "C" int LLVMFuzzerInitialize(int *, char ***) {
+  drt::conformance::retainFreedHostMemory();
   if (std::string problem = setupProblem(setup()); !problem.empty()) {
     std::fprintf(stderr, "drt-fuzz-%s: %s\n", DRT_FUZZ_TARGET, problem.c_str());
     std::exit(2);

@@ -11,6 +11,7 @@
 // scenario each input decodes to.
 //
 //===----------------------------------------------------------------------===//
+#include "drt/conformance/HostMemoryRetention.h"
 #include "drt/conformance/ScenarioText.h"
 #include "drt/fuzz/FuzzInput.h"
 
@@ -44,6 +45,7 @@ std::string readFile(const fs::path &path) {
 } // namespace
 
 int main(int argc, char **argv) {
+  drt::conformance::retainFreedHostMemory();
   std::optional<Target> target;
   std::optional<std::string> backend, against, maxCommands;
   bool expectAccepted = false, print = false;

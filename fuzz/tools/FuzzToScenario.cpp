@@ -27,6 +27,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "drt/conformance/ChildRuns.h"
+#include "drt/conformance/HostMemoryRetention.h"
 #include "drt/conformance/Plugins.h"
 #include "drt/conformance/Runner.h"
 #include "drt/conformance/ScenarioText.h"
@@ -83,6 +84,7 @@ bool writeText(const std::string &path, const std::string &text) {
 } // namespace
 
 int main(int argc, char **argv) {
+  drt::conformance::retainFreedHostMemory();
   std::string input, out, name;
   std::optional<std::string> backend, against, maxCommands;
   Target target = Target::Residency;
