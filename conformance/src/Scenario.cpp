@@ -241,9 +241,38 @@ size_t kindIndex(ElemKind kind) {
   return 0;
 }
 
-/// Element \p i of the random value class's \p variant.
-uint64_t randomBits(uint64_t variant, uint64_t i) {
-  return mix64(variant * 0x9e3779b97f4a7c15 + mix64(i + 1));
+/// Writes bytes [offset, offset + out.size()) of the random value class's
+/// \p variant: a SplitMix64 stream seeded by the variant, each word's bytes
+/// least significant first. Element i of a kind of S bytes is bytes
+/// [i * S, i * S + S) of it, so that a word gives 8 / S elements (a byte
+/// tensor costs an eighth of a word per element, not a word).
+void writeRandomBytes(uint64_t variant, uint64_t offset,
+                      std::span<uint8_t> out) {
+  constexpr uint64_t Step = 0x9E3779B97F4A7C15ull;
+  uint64_t state = mix64(variant) + (offset / 8) * Step;
+  auto word = [&] {
+    uint64_t w = mix64(state += Step);
+    if constexpr (std::endian::native == std::endian::big)
+      w = __builtin_bswap64(w);
+    return w;
+  };
+  uint8_t *p = out.data();
+  size_t left = out.size();
+  if (size_t skip = offset % 8; skip && left) {
+    uint64_t w = word();
+    size_t take = std::min(8 - skip, left);
+    std::memcpy(p, reinterpret_cast<const uint8_t *>(&w) + skip, take);
+    p += take;
+    left -= take;
+  }
+  for (; left >= 8; left -= 8, p += 8) {
+    uint64_t w = word();
+    std::memcpy(p, &w, 8);
+  }
+  if (left) {
+    uint64_t w = word();
+    std::memcpy(p, &w, left);
+  }
 }
 
 /// Small exact values: the patterns stored scenarios use, unchanged for f32,
@@ -270,7 +299,8 @@ uint64_t smallExactBits(ElemKind kind, uint64_t pattern, uint64_t i) {
 }
 
 /// The bits of element \p i of \p pattern over \p kind (the low
-/// elemSize(kind) bytes count).
+/// elemSize(kind) bytes count), for every pattern but the random class's,
+/// which fillPattern writes as a stream (writeRandomBytes).
 uint64_t elementBits(ElemKind kind, uint64_t pattern, uint64_t i) {
   uint64_t variant = pattern % ValueClassBase;
   const ClassValues *list = nullptr;
@@ -284,8 +314,6 @@ uint64_t elementBits(ElemKind kind, uint64_t pattern, uint64_t i) {
   case RoundingTag:
     list = &Rounding;
     break;
-  case RandomTag:
-    return randomBits(variant, i);
   default:
     return smallExactBits(kind, pattern, i);
   }
@@ -372,9 +400,7 @@ void fillPattern(ElemKind kind, uint64_t pattern, size_t firstElement,
     // The patterns that do not repeat, with their class decided once rather
     // than per element.
     if (pattern / ValueClassBase == RandomTag) {
-      uint64_t variant = pattern % ValueClassBase;
-      writeElements(size, out, firstElement,
-                    [&](uint64_t i) { return randomBits(variant, i); });
+      writeRandomBytes(pattern % ValueClassBase, firstElement * size, out);
     } else if (kind == ElemKind::Int32) {
       writeElements<4>(out, firstElement, [&](uint64_t i) {
         return smallExactBits(ElemKind::Int32, pattern, i);
