@@ -24,15 +24,6 @@
 
 #include "drt/conformance/Runner.h"
 
-// As in drt-conformance and drt-replay, since the revision that added it.
-#if __has_include("drt/conformance/HostMemoryRetention.h")
-#include "drt/conformance/HostMemoryRetention.h"
-#define DRT_BENCH_RETAIN_FREED_HOST_MEMORY()                                   \
-  drt::conformance::retainFreedHostMemory()
-#else
-#define DRT_BENCH_RETAIN_FREED_HOST_MEMORY()
-#endif
-
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -79,7 +70,7 @@ int usage(const char *why) {
 } // namespace
 
 int main(int argc, char **argv) {
-  DRT_BENCH_RETAIN_FREED_HOST_MEMORY();
+  drt::bench::retainFreedHostMemoryAsTheProgramsDo();
   std::optional<uint64_t> bytes;
   std::string backend = "fake";
   for (int i = 1; i < argc; ++i) {

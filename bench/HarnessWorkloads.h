@@ -13,6 +13,15 @@
 
 #include "drt/conformance/ScenarioText.h"
 
+// Since the revision that added it, the programs that run scenarios keep
+// freed host memory for reuse.
+#if __has_include("drt/conformance/HostMemoryRetention.h")
+#include "drt/conformance/HostMemoryRetention.h"
+#define DRT_BENCH_HAS_HOST_MEMORY_RETENTION 1
+#else
+#define DRT_BENCH_HAS_HOST_MEMORY_RETENTION 0
+#endif
+
 #include <cstdint>
 #include <fstream>
 #include <optional>
@@ -57,6 +66,15 @@ inline std::string tensorRoundTripScenario(uint64_t bytes) {
          "to-device a d0\n"
          "from-device a d0 release\n"
          "read a\n";
+}
+
+/// Keeps freed host memory for reuse as drt-conformance and drt-replay do,
+/// on the revisions whose programs do, so that the benchmarks measure what
+/// the programs would (nothing on older ones).
+inline void retainFreedHostMemoryAsTheProgramsDo() {
+#if DRT_BENCH_HAS_HOST_MEMORY_RETENTION
+  conformance::retainFreedHostMemory();
+#endif
 }
 
 /// Parses \p text into \p scenario; returns "" or the parse error.

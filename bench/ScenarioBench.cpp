@@ -44,16 +44,6 @@
 #define DRT_BENCH_HAS_INPUT_SPACE 0
 #endif
 
-// The programs that run scenarios keep freed host memory for reuse since
-// the revision that added this header; the benchmarks do as they do.
-#if __has_include("drt/conformance/HostMemoryRetention.h")
-#include "drt/conformance/HostMemoryRetention.h"
-#define DRT_BENCH_RETAIN_FREED_HOST_MEMORY()                                   \
-  drt::conformance::retainFreedHostMemory()
-#else
-#define DRT_BENCH_RETAIN_FREED_HOST_MEMORY()
-#endif
-
 #include <algorithm>
 #include <cstdlib>
 #include <exception>
@@ -575,14 +565,10 @@ BENCHMARK(BM_TensorBytes)
     ->MeasureProcessCPUTime()
     ->UseRealTime();
 
+// Before main(), as in the programs, where it is their first call.
+const bool RetainedFreedHostMemory =
+    (bench::retainFreedHostMemoryAsTheProgramsDo(), true);
+
 } // namespace
 
-int main(int argc, char **argv) {
-  DRT_BENCH_RETAIN_FREED_HOST_MEMORY();
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv))
-    return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+BENCHMARK_MAIN();
