@@ -15,6 +15,7 @@
 #include "TensorStorage.h"
 
 #include <algorithm>
+#include <atomic>
 #include <limits>
 #include <set>
 #include <utility>
@@ -40,6 +41,12 @@ public:
 private:
   const void *previous_;
 };
+
+/// Orders the beginnings and returns of submissions (checkInlineOrder).
+/// Process-wide, not the device's: a submission stamps its return after the
+/// backend's hook, which may have completed the operation, and once it has,
+/// its caller may destroy the device.
+std::atomic<uint64_t> submissionClock{0};
 } // namespace
 
 void noteHandOffTo(const DeviceManager &device) {
@@ -62,7 +69,7 @@ struct DeviceManager::PendingOperation {
   uint64_t bytes = 0;
   CompletionCallback then;
   std::atomic<bool> done{false};
-  /// submissionClock_ when it began (before its hook was called), and when
+  /// submissionClock when it began (before its hook was called), and when
   /// its hook returned (the largest value until then).
   uint64_t began = 0;
   std::atomic<uint64_t> submitted{std::numeric_limits<uint64_t>::max()};
@@ -117,7 +124,7 @@ DeviceManager::beginOperation(std::string what, CompletionCallback then) {
   op->device = this;
   op->subject = std::move(what);
   op->then = std::move(then);
-  op->began = submissionClock_.fetch_add(1, std::memory_order_acq_rel);
+  op->began = submissionClock.fetch_add(1, std::memory_order_acq_rel);
   std::lock_guard<std::mutex> lock(mutex_);
   pending_.push_back(op);
   pendingCount_.store(pending_.size(), std::memory_order_release);
@@ -134,7 +141,7 @@ DeviceManager::beginOperation(const char *operation,
   op->subject = storage.name();
   op->bytes = storage.size();
   op->then = std::move(then);
-  op->began = submissionClock_.fetch_add(1, std::memory_order_acq_rel);
+  op->began = submissionClock.fetch_add(1, std::memory_order_acq_rel);
   std::lock_guard<std::mutex> lock(mutex_);
   pending_.push_back(op);
   pendingCount_.store(pending_.size(), std::memory_order_release);
@@ -171,7 +178,7 @@ void DeviceManager::submit(const std::shared_ptr<PendingOperation> &op,
     Submitting submitting(op.get());
     hook();
   }
-  op->submitted.store(submissionClock_.fetch_add(1, std::memory_order_acq_rel),
+  op->submitted.store(submissionClock.fetch_add(1, std::memory_order_acq_rel),
                       std::memory_order_release);
 }
 

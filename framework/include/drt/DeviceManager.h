@@ -202,7 +202,11 @@ private:
                                                    CompletionCallback then);
   CompletionCallback completionFor(std::shared_ptr<PendingOperation> op);
   /// Calls \p hook, the backend hook that submits \p op, marking the
-  /// thread as submitting it, and stamps when the submission returned.
+  /// thread as submitting it, and stamps when the submission returned. It
+  /// touches nothing of this device after the hook returns, and its callers
+  /// return at once: the hook may have completed \p op, and once the last
+  /// operation of a device has completed, the device may be destroyed, also
+  /// while a hook called on another device's thread has yet to return.
   void submit(const std::shared_ptr<PendingOperation> &op,
               FunctionRef<void()> hook);
   /// For \p op completed successfully on its submitting thread for a caller
@@ -267,8 +271,6 @@ private:
   /// these answer without the lock.
   std::atomic<size_t> pendingCount_{0};
   std::atomic<bool> anyBackgroundErrors_{false};
-  /// Orders the beginnings and returns of submissions (checkInlineOrder).
-  std::atomic<uint64_t> submissionClock_{0};
 };
 
 } // namespace drt
