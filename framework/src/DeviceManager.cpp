@@ -471,14 +471,18 @@ void DeviceManager::upload(std::shared_ptr<TensorStorage> storage,
   DeviceLocation target;
   bool allocated = false;
   if (location) {
+    bool taken;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (resident_.count(location->value))
-        return done(makeError(ErrorCode::InvalidArgument,
-                              "transferToDevice of " + what() + ": location " +
-                                  location->toString() + " on device '" +
-                                  name() + "' belongs to another tensor"));
+      taken = resident_.count(location->value) != 0;
     }
+    // Called back without the lock: the callback may take a record's lock,
+    // and a completion holding one takes this one (registerResident).
+    if (taken)
+      return done(makeError(ErrorCode::InvalidArgument,
+                            "transferToDevice of " + what() + ": location " +
+                                location->toString() + " on device '" + name() +
+                                "' belongs to another tensor"));
     Expected<uint64_t> size = allocationSize(*location);
     if (!size)
       return done(makeError(ErrorCode::InvalidArgument,
@@ -733,13 +737,15 @@ void DeviceManager::addNetwork(Function function, CompletionCallback done) {
                               name() + "' is shut down"));
   if (Error e = function.verify())
     return done(std::move(e));
+  bool present;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (networks_.count(function.name()))
-      return done(makeError(ErrorCode::InvalidArgument,
-                            "addNetwork: network '" + function.name() +
-                                "' is already on device '" + name() + "'"));
+    present = networks_.count(function.name()) != 0;
   }
+  if (present)
+    return done(makeError(ErrorCode::InvalidArgument,
+                          "addNetwork: network '" + function.name() +
+                              "' is already on device '" + name() + "'"));
   if (Error e = compileFunction(function))
     return done(std::move(e));
   {
@@ -752,13 +758,15 @@ void DeviceManager::addNetwork(Function function, CompletionCallback done) {
 
 void DeviceManager::evictNetwork(const std::string &name,
                                  CompletionCallback done) {
+  bool erased;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!networks_.erase(name))
-      return done(makeError(ErrorCode::InvalidArgument,
-                            "evictNetwork: no network '" + name +
-                                "' on device '" + this->name() + "'"));
+    erased = networks_.erase(name) != 0;
   }
+  if (!erased)
+    return done(makeError(ErrorCode::InvalidArgument,
+                          "evictNetwork: no network '" + name +
+                              "' on device '" + this->name() + "'"));
   evictFunction(name);
   done(Error::success());
 }
@@ -787,13 +795,13 @@ void DeviceManager::runFunction(const std::string &name,
   auto run = std::make_shared<RunState>();
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    auto it = networks_.find(name);
-    if (it == networks_.end())
-      return done(makeError(ErrorCode::InvalidArgument,
-                            "run: no network '" + name + "' on device '" +
-                                this->name() + "'"));
-    run->function = it->second;
+    if (auto it = networks_.find(name); it != networks_.end())
+      run->function = it->second;
   }
+  if (!run->function)
+    return done(makeError(ErrorCode::InvalidArgument,
+                          "run: no network '" + name + "' on device '" +
+                              this->name() + "'"));
   context.setLastNetwork(name);
   run->done = std::move(done);
   if (Error e = stageRun(*run, context))

@@ -9,8 +9,10 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <functional>
 #include <future>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -683,4 +685,71 @@ TEST(FakeDevice, ARunOnRecordsOfEarlierRunsIsIssuedWithoutWaitingWhenInOrder) {
 TEST(FakeDevice, ARunOnRecordsOfEarlierRunsWaitsWhenRunsMayBeReordered) {
   GatedRuns device(/*inOrder=*/false);
   EXPECT_FALSE(secondRunReachedTheDeviceFirst(device, 50));
+}
+
+/// A call made on a thread of its own, joined when the object goes: whether
+/// it returns while the creating thread waits tells whether it needs a lock
+/// that thread holds.
+class CallOnAnotherThread {
+public:
+  explicit CallOnAnotherThread(std::function<void()> call)
+      : thread_([this, call = std::move(call)] {
+          call();
+          returned_.set_value();
+        }) {}
+  ~CallOnAnotherThread() { thread_.join(); }
+  bool returnedWithin(std::chrono::milliseconds patience) {
+    return future_.wait_for(patience) == std::future_status::ready;
+  }
+
+private:
+  std::promise<void> returned_;
+  std::future<void> future_ = returned_.get_future();
+  std::thread thread_;
+};
+
+TEST(FakeDevice, RefusalsFoundUnderTheDevicesLockCallBackWithoutIt) {
+  // A program may call into the device from a callback (semantics §4),
+  // also from that of a call the framework refuses after looking at the
+  // device's networks or resident records under its lock.
+  auto d = makeFake({});
+  ASSERT_FALSE(addNetworkSync(*d, scaleBy2("n", "a", "b")));
+  Tensor owner(ElemKind::Float32, {4}, "owner");
+  Tensor other(ElemKind::Float32, {4}, "other");
+  ASSERT_FALSE(transferToDeviceSync(*d, owner));
+  DeviceLocation taken = owner.residencySnapshot().location;
+  ExecutionContext context;
+  struct Refusal {
+    const char *what;
+    std::function<void(CompletionCallback)> call;
+  };
+  std::vector<Refusal> refusals = {
+      {"addNetwork of a network already there",
+       [&](CompletionCallback cb) {
+         d->addNetwork(scaleBy2("n", "a", "b"), std::move(cb));
+       }},
+      {"evictNetwork of no network",
+       [&](CompletionCallback cb) { d->evictNetwork("none", std::move(cb)); }},
+      {"runFunction of no network",
+       [&](CompletionCallback cb) {
+         d->runFunction("none", context, std::move(cb));
+       }},
+      {"transferToDevice to a location another tensor holds",
+       [&](CompletionCallback cb) {
+         d->transferToDevice(other, taken, std::move(cb));
+       }},
+  };
+  for (Refusal &r : refusals) {
+    std::optional<CallOnAnotherThread> probe;
+    bool refused = false, answered = false;
+    r.call([&](Error e) {
+      refused = static_cast<bool>(e);
+      probe.emplace([&] { (void)d->hasNetwork("n"); });
+      answered = probe->returnedWithin(std::chrono::milliseconds(2000));
+    });
+    probe.reset();
+    EXPECT_TRUE(refused) << r.what;
+    EXPECT_TRUE(answered) << r.what << " called back holding the device's lock";
+  }
+  ASSERT_FALSE(transferFromDeviceSync(*d, owner, /*release=*/true));
 }
