@@ -461,6 +461,26 @@ struct OpenCLDeviceManager::State {
     --undelivered;
   }
 
+  /// After a failed wait, waits until \p event's command has ended (its
+  /// status complete or an error), polling the status, or finishing the
+  /// queue where the status cannot be read: the operation must not be
+  /// completed while its command may still use the caller's host memory,
+  /// which the caller may free once it hears of the failure. Where both
+  /// fail too, nothing more can be known of the command.
+  void settle(cl_event event) {
+    for (;;) {
+      cl_int status = CL_COMPLETE;
+      if (driver.getEventInfo(event, CL_EVENT_COMMAND_EXECUTION_STATUS,
+                              sizeof(status), &status) != CL_SUCCESS) {
+        driver.finish(queue);
+        return;
+      }
+      if (status <= CL_COMPLETE)
+        return;
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+
   /// Waits for \p c's command and calls its callback. A command that
   /// failed on the device is DeviceError whatever its status: its memory
   /// was allocated before it was submitted.
@@ -471,6 +491,9 @@ struct OpenCLDeviceManager::State {
     const char *call = "clWaitForEvents";
     if (c.event)
       rc = driver.waitForEvents(c.event);
+    if (c.event && rc != CL_SUCCESS &&
+        rc != CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST)
+      settle(c.event);
     if (c.event && (rc == CL_SUCCESS ||
                     rc == CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST)) {
       call = "clGetEventInfo";
