@@ -1218,7 +1218,10 @@ void OpenCLDeviceManager::copyToDevice(DeviceLocation dst, const std::byte *src,
       return fail(openCLError(rc, "clEnqueueWriteBuffer", "during " + what()));
   } else {
     // Chunk i is copied into pinned buffer i % 2 while the driver moves
-    // chunk i - 1 out of the other one.
+    // chunk i - 1 out of the other one. A caller that delivers its own
+    // completion writes the last chunk with a blocking call: the driver's
+    // own wait for a DMA from pinned memory costs less than an event's on
+    // NVIDIA's OpenCL (docs/performance.md).
     uint64_t chunk = s.chunkFor(bytes);
     uint64_t chunks = (bytes + chunk - 1) / chunk;
     std::vector<StagingBuffer> staging;
@@ -1242,18 +1245,31 @@ void OpenCLDeviceManager::copyToDevice(DeviceLocation dst, const std::byte *src,
       }
       uint64_t offset = i * chunk;
       uint64_t size = std::min(chunk, bytes - offset);
+      bool blocking = claimed && i + 1 == chunks;
       s.stagingCopy->copy(staging[i % 2].mapped, src + offset, size);
-      rc = s.driver.enqueueWriteBuffer(s.queue, buffer, CL_FALSE, offset, size,
-                                       staging[i % 2].mapped, &pending);
+      rc = s.driver.enqueueWriteBuffer(s.queue, buffer, blocking, offset, size,
+                                       staging[i % 2].mapped,
+                                       blocking ? nullptr : &pending);
       if (rc != CL_SUCCESS)
         call = "clEnqueueWriteBuffer";
     }
+    // After a blocking last write the chunk before it may still be listed:
+    // its buffer goes back to the pool only once its write has ended.
+    if (claimed && !call)
+      if (cl_event &other = written[chunks % 2]; other) {
+        rc = s.driver.waitForEvents(other);
+        s.driver.releaseEvent(other);
+        other = nullptr;
+        if (rc != CL_SUCCESS)
+          call = "clWaitForEvents";
+      }
     if (call)
       s.driver.finish(s.queue);
     // The last chunk's write may still run: the call's retain of the buffer
     // passes to the completion.
-    s.relockAfterBlockingCall(lock, unlocked, buffer, call ? nullptr : &c);
-    retainedForCompletion = unlocked && !call;
+    bool running = !call && !claimed;
+    s.relockAfterBlockingCall(lock, unlocked, buffer, running ? &c : nullptr);
+    retainedForCompletion = unlocked && running;
     if (call) {
       for (cl_event e : written)
         if (e)
@@ -1261,11 +1277,18 @@ void OpenCLDeviceManager::copyToDevice(DeviceLocation dst, const std::byte *src,
       s.returnStagingLocked(staging);
       return fail(openCLError(rc, call, "during " + what()));
     }
-    // The queue is in order: the last chunk's write completes the transfer.
-    c.event = written[(chunks - 1) % 2];
-    if (cl_event other = written[chunks % 2]; chunks > 1 && other)
-      s.driver.releaseEvent(other);
-    c.after = [&s, staging = std::move(staging)] { s.returnStaging(staging); };
+    if (claimed) {
+      s.returnStagingLocked(staging);
+    } else {
+      // The queue is in order: the last chunk's write completes the
+      // transfer.
+      c.event = written[(chunks - 1) % 2];
+      if (cl_event other = written[chunks % 2]; chunks > 1 && other)
+        s.driver.releaseEvent(other);
+      c.after = [&s, staging = std::move(staging)] {
+        s.returnStaging(staging);
+      };
+    }
   }
   if (c.event && !retainedForCompletion)
     retainUntilDone(s.driver, s.queue, c, buffer);
@@ -1341,11 +1364,14 @@ void OpenCLDeviceManager::copyFromDevice(DeviceLocation src, std::byte *dst,
       return fail(std::move(e));
     ++s.stagedTransfers;
     std::array<cl_event, 2> read{};
+    // A single chunk has no copy to overlap: it is read with a blocking
+    // call, whose wait costs less than an event's (as to the device).
+    bool single = chunks == 1;
     auto enqueueChunk = [&](uint64_t i) {
       uint64_t offset = i * chunk;
-      return s.driver.enqueueReadBuffer(s.queue, buffer, CL_FALSE, offset,
-                                        std::min(chunk, bytes - offset),
-                                        staging[i % 2].mapped, &read[i % 2]);
+      return s.driver.enqueueReadBuffer(
+          s.queue, buffer, single, offset, std::min(chunk, bytes - offset),
+          staging[i % 2].mapped, single ? nullptr : &read[i % 2]);
     };
     // As to the device: the waits are made without the lock.
     bool unlocked = s.unlockForBlockingCall(lock, !injected, buffer);
@@ -1358,12 +1384,14 @@ void OpenCLDeviceManager::copyFromDevice(DeviceLocation src, std::byte *dst,
         call = "clEnqueueReadBuffer";
         break;
       }
-      rc = s.driver.waitForEvents(read[i % 2]);
-      s.driver.releaseEvent(read[i % 2]);
-      read[i % 2] = nullptr;
-      if (rc != CL_SUCCESS) {
-        call = "clWaitForEvents";
-        break;
+      if (!single) {
+        rc = s.driver.waitForEvents(read[i % 2]);
+        s.driver.releaseEvent(read[i % 2]);
+        read[i % 2] = nullptr;
+        if (rc != CL_SUCCESS) {
+          call = "clWaitForEvents";
+          break;
+        }
       }
       uint64_t offset = i * chunk;
       s.stagingCopy->copy(dst + offset, staging[i % 2].mapped,
