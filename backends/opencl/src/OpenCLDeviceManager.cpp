@@ -1265,8 +1265,8 @@ void OpenCLDeviceManager::copyToDevice(DeviceLocation dst, const std::byte *src,
       }
     if (call)
       s.driver.finish(s.queue);
-    // The last chunk's write may still run: the call's retain of the buffer
-    // passes to the completion.
+    // Unless the caller's blocking call ended it, the last chunk's write may
+    // still run: the call's retain of the buffer passes to the completion.
     bool running = !call && !claimed;
     s.relockAfterBlockingCall(lock, unlocked, buffer, running ? &c : nullptr);
     retainedForCompletion = unlocked && running;
