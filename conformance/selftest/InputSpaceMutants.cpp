@@ -731,6 +731,26 @@ protected:
   }
 };
 
+/// f16 copy goes through a float register, which quiets a signalling NaN
+/// (sets the top bit of its payload): a copy must move every bit.
+class F16CopyQuietsSignallingNaN final : public RecomputingDevice {
+public:
+  using RecomputingDevice::RecomputingDevice;
+  ~F16CopyQuietsSignallingNaN() override { shutdown(); }
+
+protected:
+  bool mutatedElement(OpKind op, ElemKind kind, double, const uint8_t *a,
+                      const uint8_t *, uint8_t *out) const override {
+    if (op != OpKind::Copy || kind != ElemKind::Float16)
+      return false;
+    uint16_t bits = load<uint16_t>(a);
+    if ((bits & 0x7c00) == 0x7c00 && (bits & 0x03ff) != 0)
+      bits |= 0x0200;
+    store<uint16_t>(out, bits);
+    return true;
+  }
+};
+
 //===----------------------------------------------------------------------===//
 // Count-dependent allocators.
 //===----------------------------------------------------------------------===//
@@ -1154,6 +1174,9 @@ DRT_REGISTER_BACKEND(mutant<U8ReluSignedChar>(
 DRT_REGISTER_BACKEND(mutant<Bf16FlushesDenormalResults>(
     "bf16-flushes-denormal-results",
     "bf16 add, mul and scale flush denormal results to zero"));
+DRT_REGISTER_BACKEND(mutant<F16CopyQuietsSignallingNaN>(
+    "f16-copy-quiets-signalling-nan",
+    "f16 copy quiets signalling NaNs (sets the payload's top bit)"));
 DRT_REGISTER_BACKEND(mutant<CountsCachedBlocksAsUsed>(
     "counts-cached-blocks-as-used",
     "usedMemory() still counts freed blocks of 64 KiB or more"));

@@ -186,18 +186,27 @@ void computeNode(const NetworkNode &node, ElemKind kind,
                  size_t elements) {
   size_t size = elemSize(kind);
   out.data.assign(elements * size, 0);
-  out.known.assign(elements * size, 0);
+  out.known.assign(elements * size, Unknown);
+  bool floatKind = kind == ElemKind::Float32 || kind == ElemKind::Float16 ||
+                   kind == ElemKind::BFloat16;
+  bool openResult =
+      floatKind && node.op != OpKind::Relu && node.op != OpKind::Copy;
   for (size_t i = 0; i < elements; ++i) {
     bool known = true;
     for (const Values *v : in)
       for (size_t b = 0; b < size; ++b)
-        known = known && v->known[i * size + b];
+        known = known && v->known[i * size + b] != Unknown;
     if (!known)
       continue;
     computeElement(node.op, kind, node.factor, in[0]->data.data() + i * size,
                    in.size() > 1 ? in[1]->data.data() + i * size : nullptr,
                    out.data.data() + i * size);
-    std::fill_n(out.known.begin() + ptrdiff_t(i * size), size, uint8_t(1));
+    if (node.op == OpKind::Copy)
+      std::copy_n(in[0]->known.begin() + ptrdiff_t(i * size), size,
+                  out.known.begin() + ptrdiff_t(i * size));
+    else
+      std::fill_n(out.known.begin() + ptrdiff_t(i * size), size,
+                  uint8_t(openResult ? ExactUnlessNaN : Exact));
   }
 }
 

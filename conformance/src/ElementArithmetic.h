@@ -34,8 +34,19 @@ template <typename T> void store(uint8_t *p, T v) {
   std::memcpy(p, &v, sizeof v);
 }
 
+/// How the model knows a byte of a modelled run's values.
+enum ByteKnowledge : uint8_t {
+  /// Not at all.
+  Unknown = 0,
+  /// Exactly.
+  Exact = 1,
+  /// Exactly, except that where its element is a NaN (the result of a float
+  /// add, mul or scale) any NaN's bits stand for it (semantics §7).
+  ExactUnlessNaN = 2,
+};
+
 /// One placeholder's values during a modelled run: its bytes, and per byte
-/// whether the model knows it (1) or not (0); bytes rather than bits, which
+/// how the model knows it (a ByteKnowledge); bytes rather than bits, which
 /// cost a shift and a mask per access in the element loops.
 struct Values {
   std::vector<uint8_t> data;
@@ -46,7 +57,10 @@ struct Values {
 /// to elements * elemSize(kind) bytes). \p in holds one Values per input of
 /// the node, each at least that long. An output element is known when every
 /// byte of the input elements it is computed from is known; an unknown output
-/// element is zero bytes marked unknown. The node must have passed
+/// element is zero bytes marked unknown. A known element is ExactUnlessNaN
+/// when a float add, mul or scale computed it, as its input's when a copy
+/// did, and Exact otherwise (relu gives +0 for a NaN, an integer op has no
+/// NaN). The node must have passed
 /// Function::verify (an integer scale factor is an integer the kind holds).
 void computeNode(const NetworkNode &node, ElemKind kind,
                  const std::vector<const Values *> &in, Values &out,

@@ -290,7 +290,7 @@ void Model::shutdownDevice(const std::string &name, Step &step) {
     if (r.state == ResidencyState::Device) {
       step.labels.emplace_back("device-lost-makes-Lost");
       r.state = ResidencyState::Lost;
-      r.known.clear();
+      r.forgetContents();
     } else {
       step.labels.emplace_back("device-lost-keeps-Mirrored-host-copy");
       r.state = ResidencyState::Host;
@@ -471,6 +471,7 @@ Outcome Model::writeHost(ModelTensor &t, uint64_t pattern, bool refill,
     fillPattern(t.kind, pattern, 0,
                 std::span(r.data).subspan(t.offsetBytes, t.bytes()));
   r.known.mark(t.offsetBytes, t.offsetBytes + t.bytes());
+  r.openNaN.forget(t.offsetBytes, t.offsetBytes + t.bytes());
   return Outcome::ok();
 }
 
@@ -496,7 +497,7 @@ Outcome Model::releaseTensor(const ModelTensor &t, const std::string &name,
     return Outcome::error(ErrorCode::InvalidArgument);
   step.labels.push_back({"release-of-", stateName(r.state)});
   releaseRecord(r);
-  r.known.clear();
+  r.forgetContents();
   return Outcome::ok();
 }
 
@@ -602,7 +603,7 @@ Outcome Model::run(const Command &c, Step &step) {
       }
       if (isResident(r)) {
         releaseRecord(r);
-        r.known.clear();
+        r.forgetContents();
       }
       failure = allocate(dev, r.bytes, step);
       if (failure == Outcome::ok())
@@ -663,7 +664,7 @@ Outcome Model::run(const Command &c, Step &step) {
         if (r.state == ResidencyState::Mirrored && r.device == dev)
           r.state = ResidencyState::Device;
         if (executed && isResident(r))
-          r.known.clear();
+          r.forgetContents();
         continue;
       }
       if (r.state != ResidencyState::Device)
@@ -682,10 +683,14 @@ Outcome Model::run(const Command &c, Step &step) {
       Values v;
       v.data.assign(r.data.begin() + t.offsetBytes,
                     r.data.begin() + t.offsetBytes + t.bytes());
-      v.known.assign(t.bytes(), 0);
+      v.known.assign(t.bytes(), Unknown);
       for (const auto &[from, to] :
            r.known.within(t.offsetBytes, t.offsetBytes + t.bytes()))
-        std::fill(v.known.begin() + from, v.known.begin() + to, uint8_t(1));
+        std::fill(v.known.begin() + from, v.known.begin() + to, uint8_t(Exact));
+      for (const auto &[from, to] :
+           r.openNaN.within(t.offsetBytes, t.offsetBytes + t.bytes()))
+        std::fill(v.known.begin() + from, v.known.begin() + to,
+                  uint8_t(ExactUnlessNaN));
       values[placeholders[i].name] = std::move(v);
     }
     for (const NetworkNode &n : add.nodes) {
@@ -705,13 +710,15 @@ Outcome Model::run(const Command &c, Step &step) {
         ++i;
       const Values &v = values.at(placeholders[i].name);
       r.data = v.data;
-      r.known.clear();
+      r.forgetContents();
       for (size_t b = 0; b < v.known.size();) {
         size_t e = b;
         while (e < v.known.size() && v.known[e] == v.known[b])
           ++e;
-        if (v.known[b])
+        if (v.known[b] != Unknown)
           r.known.mark(b, e);
+        if (v.known[b] == ExactUnlessNaN)
+          r.openNaN.mark(b, e);
         b = e;
       }
     }
@@ -919,6 +926,9 @@ ModelStep Model::apply(const Command &c) {
       for (const auto &[b, e] :
            from.known.within(src.offsetBytes, src.offsetBytes + src.bytes()))
         to.known.mark(b, e);
+      for (const auto &[b, e] :
+           from.openNaN.within(src.offsetBytes, src.offsetBytes + src.bytes()))
+        to.openNaN.mark(b, e);
       copy.record = id;
     }
     tensorSlot(c.target) = copy;

@@ -160,9 +160,7 @@ std::string hexBytes(const uint8_t *bytes, size_t size, size_t from,
   return s;
 }
 
-/// True when the element at \p p of kind \p kind is a NaN (the contract
-/// leaves NaN payloads of results unspecified, so every NaN equals every
-/// other).
+/// True when the element at \p p of kind \p kind is a NaN.
 bool isNaNElement(ElemKind kind, const uint8_t *p) {
   switch (kind) {
   case ElemKind::Float32: {
@@ -214,8 +212,14 @@ contentsDifference(const std::string &name, const ModelTensor &t,
         break;
       while (i < to && host[i] == model[i])
         ++i;
+      // A NaN that a float add, mul or scale computed matches any NaN (its
+      // sign and payload are unspecified); every other NaN matches its own
+      // bits only (transfers and copies move bits unchanged).
       size_t element = i - i % size;
-      if (element + size <= t.bytes() && isNaNElement(t.kind, host + element) &&
+      if (element + size <= t.bytes() &&
+          r.openNaN.covers(t.offsetBytes + element,
+                           t.offsetBytes + element + size) &&
+          isNaNElement(t.kind, host + element) &&
           isNaNElement(t.kind, model + element)) {
         i = element + size;
         continue;

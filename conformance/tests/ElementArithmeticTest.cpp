@@ -287,9 +287,44 @@ TEST(ElementArithmetic, AnUnknownInputByteMakesItsOutputElementUnknown) {
   Values b{{1, 0, 1, 0, 1, 0}, std::vector<uint8_t>(6, 1)};
   Values out;
   computeNode(add, ElemKind::Float16, {&a, &b}, out, 3);
-  EXPECT_EQ(out.known, (std::vector<uint8_t>{1, 1, 0, 0, 1, 1}));
+  EXPECT_EQ(out.known, (std::vector<uint8_t>{2, 2, 0, 0, 2, 2}))
+      << "known f16 sums are exact unless NaN";
   EXPECT_EQ(out.data[2], 0) << "unknown elements are zero bytes";
   EXPECT_EQ(out.data.size(), 6u);
+}
+
+TEST(ElementArithmetic, OnlyFloatArithmeticLeavesANaNsBitsOpen) {
+  auto knownOf = [](OpKind op, ElemKind kind, std::vector<uint8_t> in) {
+    NetworkNode node{op, {"a", "b"}, "o", 1.0};
+    if (opArity(op) == 1)
+      node.inputs.pop_back();
+    Values a{std::vector<uint8_t>(in.size(), 0x7f), in};
+    Values b{std::vector<uint8_t>(in.size(), 1),
+             std::vector<uint8_t>(in.size(), Exact)};
+    Values out;
+    computeNode(node, kind, {&a, &b}, out, in.size() / elemSize(kind));
+    return out.known;
+  };
+  const std::vector<uint8_t> exact(4, Exact);
+  const std::vector<uint8_t> open(4, ExactUnlessNaN);
+  for (ElemKind kind :
+       {ElemKind::Float32, ElemKind::Float16, ElemKind::BFloat16}) {
+    for (OpKind op : {OpKind::Add, OpKind::Mul, OpKind::Scale})
+      EXPECT_EQ(knownOf(op, kind, exact), open)
+          << opKindName(op) << " over " << elemKindName(kind);
+    EXPECT_EQ(knownOf(OpKind::Relu, kind, open), exact)
+        << "relu gives +0 for any NaN over " << elemKindName(kind);
+    EXPECT_EQ(knownOf(OpKind::Copy, kind, exact), exact)
+        << "a copy moves bits over " << elemKindName(kind);
+    EXPECT_EQ(knownOf(OpKind::Copy, kind, open), open)
+        << "a copy keeps what its input leaves open over "
+        << elemKindName(kind);
+  }
+  for (ElemKind kind : {ElemKind::Int32, ElemKind::UInt8, ElemKind::Int64})
+    for (OpKind op : {OpKind::Add, OpKind::Mul, OpKind::Scale, OpKind::Relu})
+      EXPECT_EQ(knownOf(op, kind, std::vector<uint8_t>(8, Exact)),
+                std::vector<uint8_t>(8, Exact))
+          << opKindName(op) << " over " << elemKindName(kind);
 }
 
 } // namespace

@@ -64,6 +64,16 @@ struct ModelRecord {
   /// and which bytes of it are known.
   std::vector<uint8_t> data;
   KnownBytes known;
+  /// The known bytes a float add, mul or scale computed (within known): where
+  /// such an element is a NaN, its sign and payload are unspecified (semantics
+  /// §7), so any NaN matches it. Every other known byte is exact, NaNs included
+  /// (a host write, a transfer and a copy node move bits unchanged).
+  KnownBytes openNaN;
+  /// Makes every byte unknown.
+  void forgetContents() {
+    known.clear();
+    openNaN.clear();
+  }
   /// Number of non-empty tensors referring to it.
   int references = 0;
 };
