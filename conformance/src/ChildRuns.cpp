@@ -5,6 +5,7 @@
 #include "drt/conformance/Runner.h"
 #include "drt/conformance/ScenarioText.h"
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstring>
@@ -41,7 +42,8 @@ std::string readText(const std::string &path) {
 } // namespace
 
 int runScenarioAsChild(const std::string &file, const std::string &backend,
-                       const std::string &against, unsigned stuckAfterMs) {
+                       const std::string &against, unsigned stuckAfterMs,
+                       unsigned runs) {
   std::string text;
   if (!readScenarioFile(file, text).empty())
     return NotRunStatus;
@@ -57,14 +59,18 @@ int runScenarioAsChild(const std::string &file, const std::string &backend,
     if (!step.signal)
       std::_Exit(StuckStatus);
   };
-  RunResult r = runScenario(std::get<Scenario>(parsed), options);
-  if (!r.setupError.empty())
-    return NotRunStatus;
-  return r.divergence ? DivergedStatus : PassedStatus;
+  for (unsigned run = 0; run < std::max(runs, 1u); ++run) {
+    RunResult r = runScenario(std::get<Scenario>(parsed), options);
+    if (!r.setupError.empty())
+      return NotRunStatus;
+    if (r.divergence)
+      return DivergedStatus;
+  }
+  return PassedStatus;
 }
 
 ChildRun runScenarioInChild(const ChildRunner &runner, const std::string &file,
-                            unsigned stuckAfterMs) {
+                            unsigned stuckAfterMs, unsigned runs) {
   std::vector<std::string> args = {"/proc/self/exe", RunScenarioOption, file,
                                    "--backend", runner.backend};
   for (const std::string &plugin : runner.plugins)
@@ -73,6 +79,8 @@ ChildRun runScenarioInChild(const ChildRunner &runner, const std::string &file,
     args.insert(args.end(), {"--against", runner.against});
   if (stuckAfterMs)
     args.insert(args.end(), {"--stuck-after-ms", std::to_string(stuckAfterMs)});
+  if (runs > 1)
+    args.insert(args.end(), {"--repeat", std::to_string(runs)});
   std::vector<char *> argv;
   for (std::string &a : args)
     argv.push_back(a.data());
@@ -142,8 +150,9 @@ ShrinkResult shrinkInChildren(const Scenario &scenario,
           std::ofstream out(candidateFile, std::ios::binary | std::ios::trunc);
           out << printScenario(s);
         }
-        ChildRun c = runScenarioInChild(runner, candidateFile,
-                                        stuck ? CandidateStuckAfterMs : 0);
+        ChildRun c = runScenarioInChild(
+            runner, candidateFile, stuck ? CandidateStuckAfterMs : 0,
+            timingDependent(s) ? TimingShrinkRuns : 1);
         if (stuck ? c.kind != ChildRun::Kind::Stuck
                   : c.kind != ChildRun::Kind::Crashed &&
                         c.kind != ChildRun::Kind::Hung)

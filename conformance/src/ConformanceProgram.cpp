@@ -232,7 +232,9 @@ int shrinkAbortedCase(const ProgramSettings &settings, const std::string &file,
     return 1;
   }
   const Scenario &scenario = std::get<Scenario>(parsed);
-  ChildRun first = runScenarioInChild(children, file, stuckAfterMs);
+  ChildRun first =
+      runScenarioInChild(children, file, stuckAfterMs,
+                         timingDependent(scenario) ? TimingReplayRuns : 1);
   std::error_code ignored;
   if (first.kind != ChildRun::Kind::Crashed &&
       first.kind != ChildRun::Kind::Hung &&
@@ -277,13 +279,13 @@ int shrinkAbortedCase(const ProgramSettings &settings, const std::string &file,
 /// The modes this program starts itself in: RunScenarioOption (a child run
 /// of a scenario, drt/conformance/ChildRuns.h) and ShrinkAbortedOption.
 /// Both take FILE --backend NAME [--against NAME] [--stuck-after-ms MS]
-/// [--plugin LIBRARY]...
+/// [--plugin LIBRARY]...; a child run takes [--repeat N] too.
 int runStartedByItself(int argc, char **argv, const ProgramSettings &settings) {
   const std::string &program = settings.name;
   std::string mode = argv[1], file;
   ChildRunner children;
   std::vector<std::string> pluginPaths = pluginsFromEnvironment();
-  long stuckAfterMs = 0;
+  long stuckAfterMs = 0, runs = 1;
   for (int i = 2; i < argc; ++i) {
     std::string arg = argv[i];
     bool hasValue = i + 1 < argc;
@@ -301,6 +303,13 @@ int runStartedByItself(int argc, char **argv, const ProgramSettings &settings) {
                   << "to 3600000, got '" << v << "'\n";
         return 2;
       }
+    } else if (arg == "--repeat" && hasValue) {
+      const char *v = argv[++i];
+      if (!parseInt(v, runs) || runs < 1 || runs > 100000) {
+        std::cerr << program << ": --repeat expects a number from 1 to "
+                  << "100000, got '" << v << "'\n";
+        return 2;
+      }
     } else if (file.empty() && arg.rfind("--", 0) != 0) {
       file = arg;
     } else {
@@ -312,7 +321,7 @@ int runStartedByItself(int argc, char **argv, const ProgramSettings &settings) {
   if (file.empty() || children.backend.empty()) {
     std::cerr << program << " " << mode
               << ": needs FILE --backend NAME [--against NAME] "
-                 "[--stuck-after-ms MS] [--plugin LIBRARY]...\n";
+                 "[--stuck-after-ms MS] [--repeat N] [--plugin LIBRARY]...\n";
     return 2;
   }
   pluginPaths.insert(pluginPaths.end(), children.plugins.begin(),
@@ -324,7 +333,7 @@ int runStartedByItself(int argc, char **argv, const ProgramSettings &settings) {
   }
   if (mode == RunScenarioOption)
     return runScenarioAsChild(file, children.backend, children.against,
-                              unsigned(stuckAfterMs));
+                              unsigned(stuckAfterMs), unsigned(runs));
   children.log = file + ".log";
   return shrinkAbortedCase(settings, file, children, unsigned(stuckAfterMs),
                            *plugins);

@@ -801,21 +801,6 @@ void runCases(Row &row, const PropertyFamily &family,
           .count();
 }
 
-/// Runs a shrink candidate whose outcome may hang on timing gets, and the
-/// runs its replay command asks for: interleavings vary from run to run.
-/// A race that shows in a quarter of the runs of a candidate is missed by
-/// 25 runs once in a thousand candidates (by 10, once in eighteen).
-constexpr int TimingShrinkRuns = 25;
-constexpr int TimingReplayRuns = 100;
-
-/// True when \p s has a parallel block or a transfer issued without
-/// waiting: a backend that gets the order of events wrong may fail it on
-/// some runs only.
-bool timingDependent(const Scenario &s) {
-  return std::any_of(s.commands.begin(), s.commands.end(),
-                     [](const Command &c) { return c.noWait || c.branch; });
-}
-
 /// Shrinks a row's failing case and writes the minimal scenario to a file.
 void finishFailure(Row &row, const PropertyFamily &family,
                    const PropertyOptions &options, const RunOptions &run) {

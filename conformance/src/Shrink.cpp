@@ -293,6 +293,11 @@ std::vector<std::vector<DeviceSpec>> simplerDevices(const Scenario &s) {
 
 } // namespace
 
+bool timingDependent(const Scenario &s) {
+  return std::any_of(s.commands.begin(), s.commands.end(),
+                     [](const Command &c) { return c.noWait || c.branch; });
+}
+
 ShrinkResult
 shrinkScenario(const Scenario &failing,
                const std::function<Scenario(const Scenario &)> &normalize,

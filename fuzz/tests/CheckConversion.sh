@@ -11,6 +11,11 @@
 #  MODE stuck:      REPLAY is the converter itself; a step of the scenario
 #                   never returns on BACKEND (the runner reports it stuck),
 #                   it passes on the fake device, and was shrunk.
+#  MODE intermittent: REPLAY is the converter itself; BACKEND fails the
+#                   scenario on some runs only: it fails within 100 runs
+#                   there, passes 100 runs on the fake device, and its
+#                   replay command asks for 100 runs when it is timing
+#                   dependent (a command issued with '&').
 set -uo pipefail
 converter=$1 replay=$2 backend=$3 mode=$4 input=$5 work=$6
 rm -rf "$work" && mkdir -p "$work"
@@ -36,6 +41,19 @@ if [[ $mode == divergence ]]; then
   "$replay" "$scn" --backend "$backend" > /dev/null
   [[ $? -eq 1 ]] || fail "the scenario does not fail on $backend"
   "$replay" "$scn" --backend fake || fail "the scenario fails on fake"
+elif [[ $mode == intermittent ]]; then
+  grep -q "^# step [0-9]*: " "$scn" || fail "no divergence in the header"
+  "$replay" --run-scenario "$scn" --backend "$backend" --repeat 100 \
+    > /dev/null 2>&1
+  status=$?
+  [[ $status -eq 3 ]] ||
+    fail "the scenario does not fail on $backend in 100 runs (exit $status)"
+  "$replay" --run-scenario "$scn" --backend fake --repeat 100 ||
+    fail "the scenario fails on fake"
+  if grep -q ' &$' "$scn"; then
+    grep -q "^# replay: .* --repeat 100$" "$scn" ||
+      fail "a timing-dependent scenario's replay does not ask for 100 runs"
+  fi
 elif [[ $mode == stuck ]]; then
   grep -q "^# stuck at step [0-9]*: " "$scn" || fail "no stuck step in the header"
   "$replay" --run-scenario "$scn" --backend "$backend" --stuck-after-ms 2000 \

@@ -91,7 +91,7 @@ int main(int argc, char **argv) {
   bool shrink = true;
   double shrinkSeconds = 60;
   bool runOne = false;
-  unsigned stuckAfterMs = 0;
+  unsigned stuckAfterMs = 0, runs = 1;
   // The plugins given here; DRT_PLUGINS reaches a child by its environment.
   std::vector<std::string> plugins;
   for (int i = 1; i < argc; ++i) {
@@ -120,6 +120,8 @@ int main(int argc, char **argv) {
       plugins.push_back(argv[++i]);
     } else if (arg == "--stuck-after-ms" && hasValue) {
       stuckAfterMs = unsigned(std::strtoul(argv[++i], nullptr, 10));
+    } else if (arg == "--repeat" && hasValue && runOne) {
+      runs = unsigned(std::strtoul(argv[++i], nullptr, 10));
     } else if (arg == RunScenarioOption && hasValue) {
       runOne = true;
       input = argv[++i];
@@ -148,8 +150,8 @@ int main(int argc, char **argv) {
     setup.maxCommands =
         size_t(std::strtoull(maxCommands->c_str(), nullptr, 10));
   if (runOne)
-    return runScenarioAsChild(input, setup.backend, setup.against,
-                              stuckAfterMs);
+    return runScenarioAsChild(input, setup.backend, setup.against, stuckAfterMs,
+                              runs);
   if (std::string problem = setupProblem(setup); !problem.empty()) {
     std::cerr << "drt-fuzz-to-scenario: " << problem << "\n";
     return 2;
@@ -203,13 +205,21 @@ int main(int argc, char **argv) {
   // How does it fail? Found out in a child, before any backend starts here.
   ChildRunner children{setup.backend, setup.against, plugins, file + ".log"};
   // The first run tells a stuck step from a slow one as the runner does,
-  // or within --stuck-after-ms when the caller knows better.
-  ChildRun first = runScenarioInChild(children, file, stuckAfterMs);
+  // or within --stuck-after-ms when the caller knows better. A scenario with
+  // a parallel block or work issued without waiting may fail in some
+  // interleavings only: it gets several runs to show its failure.
+  bool timing = timingDependent(in.scenario);
+  ChildRun first = runScenarioInChild(children, file, stuckAfterMs,
+                                      timing ? TimingReplayRuns : 1);
   if (first.kind == ChildRun::Kind::Passed ||
       first.kind == ChildRun::Kind::NotRun) {
     std::cerr << "drt-fuzz-to-scenario: the scenario "
               << (first.kind == ChildRun::Kind::Passed
-                      ? "passes here"
+                      ? "passes here" +
+                            (timing
+                                 ? " in " + std::to_string(TimingReplayRuns) +
+                                       " runs"
+                                 : std::string())
                       : "does not run here (" + first.detail + ")")
               << "; nothing written (a sanitizer finding reproduces only in "
                  "a sanitizer build: use the one from the fuzz preset)\n";
@@ -228,6 +238,8 @@ int main(int argc, char **argv) {
     options.backend = setup.backend;
     options.against = setup.against;
     RunResult r = runScenario(minimal, options);
+    for (int run = 1; timing && !r.divergence && run < TimingReplayRuns; ++run)
+      r = runScenario(minimal, options);
     if (!r.divergence) {
       std::cerr << "drt-fuzz-to-scenario: the scenario diverged in a child "
                    "process but not here (a flaky backend?)\n";
@@ -244,11 +256,17 @@ int main(int argc, char **argv) {
             return wellFormedScenario(s, setup.backend);
           },
           [&](const Scenario &s) {
-            RunResult c = runScenario(s, options);
-            if (!c.divergence)
-              return false;
-            failure = c.divergence->toString();
-            return true;
+            // An interleaving that fails may not come again: a candidate
+            // whose outcome may hang on timing gets several runs.
+            int runs = timingDependent(s) ? TimingShrinkRuns : 1;
+            for (int run = 0; run < runs; ++run) {
+              RunResult c = runScenario(s, options);
+              if (!c.divergence)
+                continue;
+              failure = c.divergence->toString();
+              return true;
+            }
+            return false;
           },
           limits);
       minimal = shrunk.scenario;
@@ -265,7 +283,10 @@ int main(int argc, char **argv) {
   fs::remove(children.log);
 
   std::string replay = "drt-replay" + pluginOptions(*loaded) + " " + file +
-                       " --backend " + setup.backend + againstOption;
+                       " --backend " + setup.backend + againstOption +
+                       (timingDependent(minimal)
+                            ? " --repeat " + std::to_string(TimingReplayRuns)
+                            : "");
   std::string header = "# regression from " + origin + ", shrunk from " +
                        std::to_string(in.scenario.commands.size()) + " to " +
                        std::to_string(minimal.commands.size()) + " commands\n" +

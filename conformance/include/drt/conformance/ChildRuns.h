@@ -22,16 +22,19 @@ namespace drt::conformance {
 
 /// The option that starts a program as the child of a child run: the
 /// program answers "--run-scenario FILE --backend B [--against A]
-/// [--stuck-after-ms MS] [--plugin LIBRARY]..." with runScenarioAsChild.
+/// [--stuck-after-ms MS] [--repeat N] [--plugin LIBRARY]..." with
+/// runScenarioAsChild.
 inline constexpr const char *RunScenarioOption = "--run-scenario";
 
 /// The child's side: runs the scenario in \p file on \p backend (in lockstep
-/// with \p against when not empty) and returns the exit status that tells
-/// the parent how it ended. A step that gets no progress for \p stuckAfterMs
-/// (0: the runner's default) is reported on standard error and ends the
-/// process at once; a crash ends it by its signal.
+/// with \p against when not empty) up to \p runs times, until a run does
+/// not pass, and returns the exit status that tells the parent how the last
+/// run ended. A step that gets no progress for \p stuckAfterMs (0: the
+/// runner's default) is reported on standard error and ends the process at
+/// once; a crash ends it by its signal.
 int runScenarioAsChild(const std::string &file, const std::string &backend,
-                       const std::string &against, unsigned stuckAfterMs);
+                       const std::string &against, unsigned stuckAfterMs,
+                       unsigned runs = 1);
 
 /// How a scenario run in a child process ended.
 struct ChildRun {
@@ -57,9 +60,11 @@ struct ChildRunner {
 
 /// Runs the scenario in \p file in a child process of this program (through
 /// /proc/self/exe and RunScenarioOption), which counts a step stuck after
-/// \p stuckAfterMs without progress (0: the runner's default).
+/// \p stuckAfterMs without progress (0: the runner's default) and runs the
+/// scenario up to \p runs times, until a run does not pass (an interleaving
+/// that fails may come once in many runs: timingDependent).
 ChildRun runScenarioInChild(const ChildRunner &runner, const std::string &file,
-                            unsigned stuckAfterMs = 0);
+                            unsigned stuckAfterMs = 0, unsigned runs = 1);
 
 /// How long a shrink candidate of a stuck scenario may go without progress
 /// before it counts as stuck too: a step that never returns shows within
@@ -69,7 +74,8 @@ inline constexpr unsigned CandidateStuckAfterMs = 2000;
 
 /// Shrinks \p scenario, whose run in a child ended as \p first (Crashed,
 /// Hung or Stuck), with every candidate written to \p candidateFile and run
-/// in a child process of its own: a candidate fails when it ends the same
+/// in a child process of its own (TimingShrinkRuns times when it is
+/// timingDependent): a candidate fails when it ends the same
 /// way (a crash or a hang for a crash, a stuck step within
 /// CandidateStuckAfterMs for a stuck one). \p failure is set to the detail
 /// of the last failing candidate. The candidate file is removed after.
