@@ -10,7 +10,9 @@
 #   | mutant | found | seconds to find | inputs run | commands | replay on mutant | on reference |
 # where a finding is converted by drt-fuzz-to-scenario, and the scenario must
 # fail under drt-replay on the mutant and pass on the reference backend (fake,
-# or opencl for an OpenCL mutant). Work goes to build/fuzz/mutants/NAME.
+# or opencl for an OpenCL mutant), each run as its replay command says
+# (--repeat 100 for a timing-dependent scenario). Work goes to
+# build/fuzz/mutants/NAME.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:?usage: fuzz/measure-mutants.sh SECONDS [ci|none] [MUTANT...]}
@@ -64,13 +66,17 @@ for m in "${mutants[@]}"; do
     continue
   fi
   commands=$(grep -cv -e '^#' -e '^device' -e '^$' "$scn")
+  # A timing-dependent scenario's replay command asks for several runs.
+  repeat=($(sed -nE 's/^# replay: .*(--repeat [0-9]+).*/\1/p' "$scn"))
   # A crash reproduces as the signal that ends drt-replay (status 128+N).
-  "$replay" "$scn" --backend "mutant:$m" > "$work/replay-mutant.log" 2>&1
+  "$replay" "$scn" --backend "mutant:$m" "${repeat[@]}" \
+    > "$work/replay-mutant.log" 2>&1
   status=$?
   on_mutant=$([[ $status -eq 1 ]] && echo fails ||
     { [[ $status -gt 128 ]] && echo "crashes (signal $((status - 128)))"; } ||
     echo "DOES NOT FAIL")
-  "$replay" "$scn" --backend "$reference" > "$work/replay-reference.log" 2>&1
+  "$replay" "$scn" --backend "$reference" "${repeat[@]}" \
+    > "$work/replay-reference.log" 2>&1
   on_reference=$([[ $? -eq 0 ]] && echo "passes ($reference)" || echo "FAILS ($reference)")
   echo "| $m | yes | $found_s | ${runs:-?} | $commands | $on_mutant | $on_reference |"
 done
