@@ -32,6 +32,10 @@ constexpr int StuckStatus = 5;
 /// What the child writes before its report of a stuck step.
 constexpr std::string_view StuckMark = "stuck at ";
 
+/// Most seconds a child repeats a scenario that keeps passing (a third of
+/// ChildRunner's default timeout).
+constexpr int RepeatSeconds = 20;
+
 std::string readText(const std::string &path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream text;
@@ -59,7 +63,13 @@ int runScenarioAsChild(const std::string &file, const std::string &backend,
     if (!step.signal)
       std::_Exit(StuckStatus);
   };
+  // Repeats stop after RepeatSeconds, so that a slow scenario that passes
+  // every run ends well before the parent would count it hung.
+  auto started = std::chrono::steady_clock::now();
   for (unsigned run = 0; run < std::max(runs, 1u); ++run) {
+    if (run > 0 && std::chrono::steady_clock::now() - started >
+                       std::chrono::seconds(RepeatSeconds))
+      break;
     RunResult r = runScenario(std::get<Scenario>(parsed), options);
     if (!r.setupError.empty())
       return NotRunStatus;

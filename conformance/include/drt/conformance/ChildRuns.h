@@ -27,11 +27,11 @@ namespace drt::conformance {
 inline constexpr const char *RunScenarioOption = "--run-scenario";
 
 /// The child's side: runs the scenario in \p file on \p backend (in lockstep
-/// with \p against when not empty) up to \p runs times, until a run does
-/// not pass, and returns the exit status that tells the parent how the last
-/// run ended. A step that gets no progress for \p stuckAfterMs (0: the
-/// runner's default) is reported on standard error and ends the process at
-/// once; a crash ends it by its signal.
+/// with \p against when not empty) up to \p runs times (for at most 20 s),
+/// until a run does not pass, and returns the exit status that tells the
+/// parent how the last run ended. A step that gets no progress for \p
+/// stuckAfterMs (0: the runner's default) is reported on standard error and
+/// ends the process at once; a crash ends it by its signal.
 int runScenarioAsChild(const std::string &file, const std::string &backend,
                        const std::string &against, unsigned stuckAfterMs,
                        unsigned runs = 1);
