@@ -148,8 +148,8 @@ ChildRun runScenarioInChild(const ChildRunner &runner, const std::string &file,
 ShrinkResult shrinkInChildren(const Scenario &scenario,
                               const ChildRunner &runner, const ChildRun &first,
                               const std::string &candidateFile,
-                              const ShrinkOptions &limits,
-                              std::string &failure) {
+                              const ShrinkOptions &limits, std::string &failure,
+                              bool flaky) {
   bool stuck = first.kind == ChildRun::Kind::Stuck;
   failure = first.detail;
   ShrinkResult shrunk = shrinkScenario(
@@ -162,7 +162,7 @@ ShrinkResult shrinkInChildren(const Scenario &scenario,
         }
         ChildRun c = runScenarioInChild(
             runner, candidateFile, stuck ? CandidateStuckAfterMs : 0,
-            timingDependent(s) ? TimingShrinkRuns : 1);
+            flaky || timingDependent(s) ? TimingShrinkRuns : 1);
         if (stuck ? c.kind != ChildRun::Kind::Stuck
                   : c.kind != ChildRun::Kind::Crashed &&
                         c.kind != ChildRun::Kind::Hung)

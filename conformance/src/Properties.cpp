@@ -813,18 +813,24 @@ void finishFailure(Row &row, const PropertyFamily &family,
   candidateRun.reportAborted = [&](const AbortedStep &stuck) {
     reportAbortedCase(stuck, family, options, result, run, row.failingSeed);
   };
-  ShrinkResult shrunk = shrinkScenario(
-      *row.failing,
-      [&](const Scenario &s) {
-        // Well formed and annotated as configured; printed as it is.
-        Scenario w = wellFormedScenario(configure(s), options.backend);
-        w.devices = s.devices;
-        return w;
-      },
-      [&](const Scenario &s) {
+  auto normalize = [&](const Scenario &s) {
+    // Well formed and annotated as configured; printed as it is.
+    Scenario w = wellFormedScenario(configure(s), options.backend);
+    w.devices = s.devices;
+    return w;
+  };
+  // A case that passes when run again, though nothing in it marks it timing
+  // dependent, hangs on an interleaving all the same (an asynchronous
+  // device completes on threads of its own): every candidate gets the runs
+  // of a timing-dependent one, and the replay command asks for them too.
+  bool flaky =
+      !timingDependent(*row.failing) &&
+      runScenario(configure(normalize(*row.failing)), candidateRun).passed();
+  ShrinkResult shrunk =
+      shrinkScenario(*row.failing, normalize, [&](const Scenario &s) {
         // An interleaving that fails may not come again: a candidate whose
         // outcome may hang on timing gets several runs.
-        int runs = timingDependent(s) ? TimingShrinkRuns : 1;
+        int runs = flaky || timingDependent(s) ? TimingShrinkRuns : 1;
         for (int i = 0; i < runs; ++i) {
           RunResult r = runScenario(configure(s), candidateRun);
           if (r.passed())
@@ -849,7 +855,7 @@ void finishFailure(Row &row, const PropertyFamily &family,
   result.scenarioFile = scenarioFileName(family, options, result, "");
   result.replayCommand = replayCommand(result.scenarioFile, options, run,
                                        parameterOptions(result.parameters)) +
-                         (timingDependent(minimal)
+                         (flaky || timingDependent(minimal)
                               ? " --repeat " + std::to_string(TimingReplayRuns)
                               : "");
   std::ofstream out(result.scenarioFile);

@@ -211,15 +211,23 @@ int main(int argc, char **argv) {
   bool timing = timingDependent(in.scenario);
   ChildRun first = runScenarioInChild(children, file, stuckAfterMs,
                                       timing ? TimingReplayRuns : 1);
+  // A finding that passes its first run where nothing marks it timing
+  // dependent may still hang on an interleaving (an asynchronous device
+  // completes on threads of its own): repeated, it is treated as timing
+  // dependent from here on when it fails.
+  bool flaky = false;
+  int runsTried = timing ? TimingReplayRuns : 1;
+  if (!timing && first.kind == ChildRun::Kind::Passed) {
+    first = runScenarioInChild(children, file, stuckAfterMs, TimingReplayRuns);
+    runsTried += TimingReplayRuns;
+    flaky = timing = first.kind != ChildRun::Kind::Passed &&
+                     first.kind != ChildRun::Kind::NotRun;
+  }
   if (first.kind == ChildRun::Kind::Passed ||
       first.kind == ChildRun::Kind::NotRun) {
     std::cerr << "drt-fuzz-to-scenario: the scenario "
               << (first.kind == ChildRun::Kind::Passed
-                      ? "passes here" +
-                            (timing
-                                 ? " in " + std::to_string(TimingReplayRuns) +
-                                       " runs"
-                                 : std::string())
+                      ? "passes here (" + std::to_string(runsTried) + " runs)"
                       : "does not run here (" + first.detail + ")")
               << "; nothing written (a sanitizer finding reproduces only in "
                  "a sanitizer build: use the one from the fuzz preset)\n";
@@ -258,7 +266,7 @@ int main(int argc, char **argv) {
           [&](const Scenario &s) {
             // An interleaving that fails may not come again: a candidate
             // whose outcome may hang on timing gets several runs.
-            int runs = timingDependent(s) ? TimingShrinkRuns : 1;
+            int runs = flaky || timingDependent(s) ? TimingShrinkRuns : 1;
             for (int run = 0; run < runs; ++run) {
               RunResult c = runScenario(s, options);
               if (!c.divergence)
@@ -277,14 +285,14 @@ int main(int argc, char **argv) {
     ShrinkOptions limits;
     limits.maxSeconds = shrinkSeconds;
     shrunk = shrinkInChildren(minimal, children, first, file + ".candidate",
-                              limits, failure);
+                              limits, failure, flaky);
     minimal = shrunk.scenario;
   }
   fs::remove(children.log);
 
   std::string replay = "drt-replay" + pluginOptions(*loaded) + " " + file +
                        " --backend " + setup.backend + againstOption +
-                       (timingDependent(minimal)
+                       (flaky || timingDependent(minimal)
                             ? " --repeat " + std::to_string(TimingReplayRuns)
                             : "");
   std::string header = "# regression from " + origin + ", shrunk from " +

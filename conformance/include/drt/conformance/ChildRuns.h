@@ -75,15 +75,16 @@ inline constexpr unsigned CandidateStuckAfterMs = 2000;
 /// Shrinks \p scenario, whose run in a child ended as \p first (Crashed,
 /// Hung or Stuck), with every candidate written to \p candidateFile and run
 /// in a child process of its own (TimingShrinkRuns times when it is
-/// timingDependent): a candidate fails when it ends the same
+/// timingDependent, or every candidate when \p flaky: the scenario failed
+/// only on a later run): a candidate fails when it ends the same
 /// way (a crash or a hang for a crash, a stuck step within
 /// CandidateStuckAfterMs for a stuck one). \p failure is set to the detail
 /// of the last failing candidate. The candidate file is removed after.
 ShrinkResult shrinkInChildren(const Scenario &scenario,
                               const ChildRunner &runner, const ChildRun &first,
                               const std::string &candidateFile,
-                              const ShrinkOptions &limits,
-                              std::string &failure);
+                              const ShrinkOptions &limits, std::string &failure,
+                              bool flaky = false);
 
 } // namespace drt::conformance
 
