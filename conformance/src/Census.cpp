@@ -115,6 +115,8 @@ void Census::addRun(const RunResult &run) {
       counts["command at a state"][label] += uint64_t(n);
     else if (label.rfind("fault-struck-", 0) == 0)
       counts["fault struck"][label.substr(13)] += uint64_t(n);
+    else if (label.rfind("run-of-elements-", 0) == 0)
+      counts["run elements"][label.substr(16)] += uint64_t(n);
     else if (label == "create-pinned")
       counts["pinned storage asked for"]["granted"] += uint64_t(n);
     else if (label == "create-pinned-fell-back-to-pageable")

@@ -61,7 +61,17 @@ public:
     // A run held back for the fault planned just before it.
     if (heldRun_)
       return std::exchange(heldRun_, std::nullopt);
+    if (evictNext_) {
+      Command c;
+      c.kind = CommandKind::EvictNetwork;
+      c.target = *std::exchange(evictNext_, {});
+      return c;
+    }
     gather();
+    if (std::optional<Command> a = anchorCommand())
+      return a;
+    if (runFaultWanted_ && runFaultStepsLeft_ <= 0)
+      runFaultWanted_.reset();
     CommandKind kind;
     if (wanted_ && possible(CommandKind::Create) && rng_.percent(80)) {
       kind = CommandKind::Create;
@@ -69,6 +79,18 @@ public:
       kind = *planned;
     } else if (std::optional<CommandKind> ensure = faultedEnsureStep()) {
       kind = *ensure;
+    } else if (runFaultWanted_ && runFaultStepsLeft_-- > 0 &&
+               rng_.percent(60)) {
+      // A run-site fault waits for a run that reaches the device: work
+      // towards one (a network, then tensors of its type, made as the run
+      // lacks them).
+      kind = possible(CommandKind::Run) && rng_.percent(80)
+                 ? CommandKind::Run
+                 : CommandKind::AddNetwork;
+    } else if (largeNet_ && largeStepsLeft_-- > 0 &&
+               possible(CommandKind::Run) && rng_.percent(70)) {
+      runTarget_ = *largeNet_;
+      kind = CommandKind::Run;
     } else if (focus_ && possible(*focus_) && rng_.percent(60)) {
       kind = *focus_;
     } else if (!drawKind(kind)) {
@@ -118,22 +140,57 @@ public:
     // runFaultPercent): the run fails, and the fault does not wait for a
     // later command.
     if (c && c->kind == CommandKind::Run && p_.runFaultPercent &&
-        rng_.percent(p_.runFaultPercent)) {
+        (runFaultWanted_ || rng_.percent(p_.runFaultPercent))) {
       const std::string &dev = m_.networkDevices().at(c->target);
       const ModelDevice &d = m_.devices().at(dev);
-      if (d.traits.capabilities.faultInjection && !d.shutDown) {
-        planFault_ = {dev, FaultSite::Run, 1, rng_.pick(p_.faultCodes)};
+      // Only for a run that would otherwise succeed: one refused earlier
+      // (bindings, budget) never reaches the fault.
+      if (d.traits.capabilities.faultInjection && !d.shutDown &&
+          Model(m_).apply(*c).outcome == Outcome::ok()) {
+        planFault_ = {dev, FaultSite::Run, 1,
+                      runFaultWanted_ ? *std::exchange(runFaultWanted_, {})
+                                      : nextRunFaultCode()};
         heldRun_ = std::move(c);
         return draw(CommandKind::InjectFault);
       }
     }
+    // An evicted network: a network still placed, mostly one whose name
+    // shares a prefix with it, runs soon (evicting one name must leave the
+    // others alone).
+    if (c && c->kind == CommandKind::EvictNetwork && rng_.percent(50)) {
+      std::vector<Name> related, placed;
+      for (const auto &[name, dev] : m_.placement()) {
+        if (name == c->target)
+          continue;
+        placed.push_back(&name);
+        if (name.rfind(c->target, 0) == 0 || c->target.rfind(name, 0) == 0)
+          related.push_back(&name);
+      }
+      if (!placed.empty()) {
+        runTarget_ =
+            !related.empty() ? *rng_.pick(related) : *rng_.pick(placed);
+        focus_ = CommandKind::Run;
+      }
+    }
+    // A large network just added: run it over its millions of elements
+    // within the next few commands (tensors of its type are made first).
+    if (c && c->kind == CommandKind::AddNetwork && largeAdd_) {
+      largeNet_ = c->target;
+      largeStepsLeft_ = 10;
+    }
+    largeAdd_ = false;
     return c;
   }
 
 private:
   void gather() {
     ch_.clear();
+    // Anchors are left alone but for one step in fifty.
+    bool hideAnchors = !anchors_.empty() && !rng_.percent(2);
     for (const auto &[name, t] : m_.tensors()) {
+      if (hideAnchors &&
+          std::find(anchors_.begin(), anchors_.end(), name) != anchors_.end())
+        continue;
       ch_.tensors.push_back(&name);
       if (t.empty()) {
         ch_.groups[EmptyGroup].push_back(&name);
@@ -323,7 +380,7 @@ private:
 
   /// A byte size drawn from the input space: a class by weight, then a
   /// boundary in it (at or one element around), or any size in it.
-  uint64_t pickBytes(size_t size, uint64_t most) {
+  uint64_t pickBytes(size_t size, uint64_t most, uint64_t least = 0) {
     const std::vector<SizeClass> &classes = p_.space.sizeClasses;
     std::vector<unsigned> weights;
     unsigned total = 0;
@@ -333,6 +390,12 @@ private:
                                                     : 0;
       if (i > 0 && classes[i].minBytes > most)
         w = 0;
+      // With a least size, only the classes that reach it (with the
+      // classes' own weights: a profile's weights are for tensors).
+      if (least)
+        w = classes[i].maxBytes > least && i > 0 && classes[i].minBytes <= most
+                ? classes[i].weight
+                : 0;
       weights.push_back(w);
       total += w;
     }
@@ -345,7 +408,7 @@ private:
     if (cls == 0)
       return size;
     const SizeClass &c = classes[cls];
-    uint64_t lo = std::max<uint64_t>(c.minBytes, 2 * size);
+    uint64_t lo = std::max({c.minBytes, uint64_t(2 * size), least});
     uint64_t hi = std::min(c.maxBytes, most);
     if (lo > hi)
       return size;
@@ -982,6 +1045,136 @@ private:
 
   std::string freshTensor() { return "t" + std::to_string(tensorCount_++); }
 
+  /// A name for a network to add, not placed now, or "" when three are
+  /// placed. Mostly n0, n1 or n2; now and then one that a placed network's
+  /// name is a prefix of or that is a prefix of one (n1 and n10, n1_2, n1.0,
+  /// n), or of an unusual length (one character, a long one): a backend
+  /// that keys anything by a prefix of a network's name shows.
+  std::string freshNetworkName() {
+    if (m_.placement().size() >= 3)
+      return "";
+    std::string name;
+    int how = int(rng_.below(10));
+    if (how < 3 && !m_.placement().empty()) {
+      auto it = m_.placement().begin();
+      std::advance(it, rng_.below(m_.placement().size()));
+      const std::string &p = it->first;
+      switch (rng_.below(4)) {
+      case 0:
+        name = p + std::to_string(rng_.below(10));
+        break;
+      case 1:
+        name = p + "_" + std::to_string(rng_.below(3));
+        break;
+      case 2:
+        name = p + ".0";
+        break;
+      default:
+        name =
+            p.size() > 1 ? p.substr(0, 1 + rng_.below(p.size() - 1)) : p + "0";
+        break;
+      }
+      if (name.size() > 300)
+        name.clear();
+    } else if (how == 3) {
+      static const size_t Lengths[] = {1, 2, 64, 255, 256};
+      size_t length = Lengths[rng_.below(5)];
+      name = "n";
+      while (name.size() < length)
+        name += char('a' + name.size() % 26);
+    }
+    if (!name.empty() && !m_.placement().count(name))
+      return name;
+    for (int i = 0; i < 3; ++i)
+      if (!m_.placement().count("n" + std::to_string(i)))
+        return "n" + std::to_string(i);
+    return "";
+  }
+
+  /// A network kind for a large network: mostly one of one byte or of two
+  /// (where element counts pass millions at a few MiB), else any.
+  ElemKind pickNarrowNetworkKind() {
+    if (!networkKinds_)
+      networkKinds_ = networkKinds();
+    std::vector<ElemKind> narrow;
+    size_t width = rng_.percent(70) ? 1 : 2;
+    for (ElemKind k : *networkKinds_)
+      if (elemSize(k) == width)
+        narrow.push_back(k);
+    if (narrow.empty() || rng_.percent(10))
+      return pickNetworkKind();
+    return rng_.pick(narrow);
+  }
+
+  /// The code of the next fault planned right before a run: the profile's
+  /// distinct codes in turn from a drawn start (runs that reach the device
+  /// are few: each code is as frequent as the others).
+  ErrorCode nextRunFaultCode() {
+    if (runFaultCodes_.empty())
+      for (ErrorCode code : p_.faultCodes)
+        if (std::find(runFaultCodes_.begin(), runFaultCodes_.end(), code) ==
+            runFaultCodes_.end())
+          runFaultCodes_.push_back(code);
+    if (!runFaultTurn_)
+      runFaultTurn_ = rng_.below(runFaultCodes_.size());
+    return runFaultCodes_[(*runFaultTurn_)++ % runFaultCodes_.size()];
+  }
+
+  /// The next command about anchors (GeneratorProfile::anchorTensors), or
+  /// nullopt: each anchor made and uploaded to the first device, then every
+  /// anchorReadPeriod commands the one uploaded last read back (released)
+  /// and uploaded again.
+  std::optional<Command> anchorCommand() {
+    if (!p_.anchorTensors || ch_.devices.empty())
+      return std::nullopt;
+    ++anchorClock_;
+    const std::string &dev = *ch_.devices.front();
+    auto onDevice = [&](const std::string &name) {
+      const ModelRecord *r = m_.recordOf(name);
+      return r && r->state == ResidencyState::Device && r->device == dev;
+    };
+    if (anchorUpload_) {
+      std::string name = *std::exchange(anchorUpload_, {});
+      const ModelRecord *r = m_.recordOf(name);
+      if (r && r->state == ResidencyState::Host) {
+        Command c;
+        c.kind = CommandKind::ToDevice;
+        c.target = name;
+        c.device = dev;
+        return c;
+      }
+    }
+    if (anchorsMade_ < p_.anchorTensors && !wanted_ &&
+        m_.tensors().size() < p_.maxTensors) {
+      ++anchorsMade_;
+      Command c;
+      c.kind = CommandKind::Create;
+      c.target = freshTensor();
+      pickType(c);
+      c.pattern = pickPattern(true);
+      anchors_.push_back(c.target);
+      anchorUpload_ = c.target;
+      return c;
+    }
+    if (p_.anchorReadPeriod && anchorClock_ % p_.anchorReadPeriod == 0)
+      for (auto it = anchors_.rbegin(); it != anchors_.rend(); ++it) {
+        if (!onDevice(*it))
+          continue;
+        Command c;
+        c.kind = CommandKind::FromDevice;
+        c.target = *it;
+        c.device = dev;
+        c.release = true;
+        anchorUpload_ = *it;
+        // Uploaded again next: the most recent anchor.
+        std::string name = *it;
+        anchors_.erase(std::next(it).base());
+        anchors_.push_back(name);
+        return c;
+      }
+    return std::nullopt;
+  }
+
   std::optional<Command> draw(CommandKind kind) {
     Command c;
     c.kind = kind;
@@ -1101,10 +1294,7 @@ private:
       c.device = deviceFor(c.target);
       break;
     case CommandKind::AddNetwork: {
-      std::string fresh;
-      for (int i = 0; i < 3 && fresh.empty(); ++i)
-        if (!m_.placement().count("n" + std::to_string(i)))
-          fresh = "n" + std::to_string(i);
+      std::string fresh = freshNetworkName();
       if (fresh.empty() && ch_.networks.empty())
         return std::nullopt;
       c.target = fresh.empty() ? *rng_.pick(ch_.networks) : fresh;
@@ -1112,9 +1302,28 @@ private:
       c.device = !ch_.liveDevices.empty() && rng_.percent(85)
                      ? *rng_.pick(ch_.liveDevices)
                      : *rng_.pick(ch_.devices);
-      c.elemKind = pickNetworkKind();
+      // One large network a scenario at most: its runs cost the model and
+      // the device millions of elements each.
+      largeAdd_ = p_.largeNetworkPercent && p_.shapes.empty() && !largeAdded_ &&
+                  rng_.percent(p_.largeNetworkPercent);
+      largeAdded_ = largeAdded_ || largeAdd_;
+      c.elemKind = largeAdd_ ? pickNarrowNetworkKind() : pickNetworkKind();
       if (!p_.shapes.empty()) {
         c.dims = rng_.pick(p_.shapes);
+      } else if (largeAdd_) {
+        // Millions of elements: several tensors of the type are live while
+        // it runs, a quarter of the live bytes each at most. Of a one-byte
+        // kind mostly just past 2^22 elements (past a grid of 65536 blocks
+        // of 64, or of 65535 groups of 64), else a size from the large
+        // classes.
+        size_t size = elemSize(c.elemKind);
+        uint64_t most = p_.space.maxLiveBytes / 4 / size;
+        uint64_t beyond = uint64_t(1) << 22;
+        c.dims = shapeOf(
+            size == 1 && most > beyond && rng_.percent(85)
+                ? rng_.between(beyond + 1,
+                               std::min(most, beyond + (uint64_t(1) << 20)))
+                : pickBytes(size, most * size, p_.largeNetworkMinBytes) / size);
       } else {
         // Runs compute every element in the model: mostly small networks.
         uint64_t room = std::min<uint64_t>(64 * 1024, p_.space.maxLiveBytes);
@@ -1123,11 +1332,19 @@ private:
             shapeOf(pickBytes(size, rng_.percent(90) ? 4096 : room) / size);
       }
       c.nodes = pickNodes(c.elemKind);
+      // A large network computes every element in the model too: one node.
+      if (largeAdd_)
+        c.nodes.resize(1);
       break;
     }
     case CommandKind::Run: {
       std::optional<std::string> planned = std::exchange(planRun_, {});
-      c.target = planned ? *planned : *rng_.pick(ch_.networks);
+      std::optional<std::string> target = std::exchange(runTarget_, {});
+      if (target && !m_.placement().count(*target))
+        target.reset();
+      c.target = planned  ? *planned
+                 : target ? *target
+                          : *rng_.pick(ch_.networks);
       const std::string &dev = m_.networkDevices().at(c.target);
       auto it = m_.devices().at(dev).networks.find(c.target);
       if (it == m_.devices().at(dev).networks.end()) {
@@ -1135,6 +1352,12 @@ private:
         break;
       }
       c.bindings = pickBindings(it->second, planned.has_value());
+      // A large network runs once, then is evicted: each run costs
+      // millions of elements.
+      if (largeNet_ && c.target == *largeNet_ && !c.bindings.empty()) {
+        evictNext_ = *largeNet_;
+        largeNet_.reset();
+      }
       if (!planned && !plannedNetwork_ && p_.viewInputPlanPercent &&
           rng_.percent(p_.viewInputPlanPercent) &&
           residentViewsFor(c.target).size() < viewInputsWanted(it->second)) {
@@ -1180,11 +1403,28 @@ private:
       }
       c.device = ch_.liveDevices.empty() ? *rng_.pick(ch_.devices)
                                          : *rng_.pick(ch_.liveDevices);
-      c.fault.site = std::array{
-          FaultSite::Allocation, FaultSite::TransferToDevice,
-          FaultSite::TransferFromDevice, FaultSite::Run}[rng_.below(4)];
+      {
+        // Sites and codes in turn from a drawn start: the k-th fault takes
+        // site k % 4 and code (k / 4 + k) % codes, which walks every pair
+        // of them in 4 * codes faults.
+        if (!faultTurn_)
+          faultTurn_ = rng_.below(4 * p_.faultCodes.size());
+        uint64_t k = (*faultTurn_)++;
+        c.fault.site =
+            std::array{FaultSite::Allocation, FaultSite::TransferToDevice,
+                       FaultSite::TransferFromDevice, FaultSite::Run}[k % 4];
+        c.fault.code = p_.faultCodes[(k / 4 + k) % p_.faultCodes.size()];
+      }
+      // A run fault planned at random meets a run only where runs are
+      // frequent: with run faults planned for runs (runFaultPercent), most
+      // wait for the next run that reaches the device instead.
+      if (c.fault.site == FaultSite::Run && p_.runFaultPercent &&
+          rng_.percent(70)) {
+        runFaultWanted_ = c.fault.code;
+        runFaultStepsLeft_ = 16;
+        return std::nullopt;
+      }
       c.fault.nth = unsigned(rng_.between(1, 3));
-      c.fault.code = rng_.pick(p_.faultCodes);
       break;
     case CommandKind::Alloc: {
       c.target = "L" + std::to_string(locationCount_++);
@@ -1276,6 +1516,31 @@ private:
   size_t locationCount_ = 0;
   /// The names of the last raw allocations drawn.
   std::vector<std::string> recentLocations_;
+  /// Anchors (anchorCommand), in the order of their last upload; how many
+  /// were made, the one to upload next, and the commands drawn so far.
+  std::vector<std::string> anchors_;
+  size_t anchorsMade_ = 0;
+  std::optional<std::string> anchorUpload_;
+  size_t anchorClock_ = 0;
+  /// The next fault's turn among sites and codes, and the next run fault's
+  /// among codes (drawn on first use).
+  std::optional<uint64_t> faultTurn_;
+  std::optional<uint64_t> runFaultTurn_;
+  std::vector<ErrorCode> runFaultCodes_;
+  /// The code of a run-site fault waiting for a run that reaches the
+  /// device, and the steps it may still wait.
+  std::optional<ErrorCode> runFaultWanted_;
+  int runFaultStepsLeft_ = 0;
+  /// A run's network chosen by an earlier command (an evict, a large add).
+  std::optional<std::string> runTarget_;
+  /// A large network just added, whose run the next commands work towards,
+  /// for a few steps; whether the add being drawn is a large one.
+  std::optional<std::string> largeNet_;
+  int largeStepsLeft_ = 0;
+  bool largeAdd_ = false;
+  bool largeAdded_ = false;
+  /// A network to evict next (a large one, run once).
+  std::optional<std::string> evictNext_;
 };
 
 /// Budgets relative to the sizes scenarios allocate: small enough that

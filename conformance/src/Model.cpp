@@ -728,6 +728,16 @@ Outcome Model::run(const Command &c, Step &step) {
       r.location.clear();
   }
   step.labels.emplace_back("run-succeeded");
+  // How many elements the run covered, in classes where launch grids run
+  // out (2^16 blocks, 65535 groups of 64 and the like).
+  {
+    uint64_t n = type.numElements();
+    step.labels.emplace_back("run-of-elements-",
+                             n <= (uint64_t(1) << 16)   ? "up-to-64Ki"
+                             : n <= (uint64_t(1) << 20) ? "64Ki-to-1Mi"
+                             : n <= (uint64_t(1) << 22) ? "1Mi-to-4Mi"
+                                                        : "over-4Mi");
+  }
   if (!device(dev).spec.copyToHost &&
       device(dev).traits.capabilities.residentTensors) {
     step.labels.emplace_back("run-leaves-outputs-resident");

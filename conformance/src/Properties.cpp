@@ -81,6 +81,22 @@ GeneratorProfile oneDevice(std::map<CommandKind, int> weights,
   return p;
 }
 
+/// The faults family's key states: a failed to-device and from-device, and
+/// every pair of fault site and code it plans struck (fault-struck-SITE-
+/// CODE), so that a code one site reports differently (an OutOfMemory at a
+/// run reported as DeviceError) is met whatever the seed.
+std::vector<std::string> faultsKeyLabels() {
+  std::vector<std::string> keys = {"fault-failed-to-device",
+                                   "fault-failed-from-device"};
+  for (FaultSite site : {FaultSite::Allocation, FaultSite::TransferToDevice,
+                         FaultSite::TransferFromDevice, FaultSite::Run})
+    for (ErrorCode code : {ErrorCode::DeviceError, ErrorCode::OutOfMemory,
+                           ErrorCode::DeviceLost})
+      keys.push_back("fault-struck-" + std::string(faultSiteName(site)) + "-" +
+                     std::string(errorCodeName(code)));
+  return keys;
+}
+
 std::vector<PropertyFamily> makeFamilies() {
   std::vector<PropertyFamily> f;
   f.push_back({"view-sharing",
@@ -190,7 +206,10 @@ std::vector<PropertyFamily> makeFamilies() {
                  // now and then meets one output that fails (semantics §7),
                  // and a run now and then the fault planned for it.
                  p.faultedEnsurePlanPercent = 20;
-                 p.runFaultPercent = 5;
+                 p.runFaultPercent = 8;
+                 // Every code a run or read-back may fail with, in turn.
+                 p.faultCodes = {ErrorCode::DeviceError, ErrorCode::OutOfMemory,
+                                 ErrorCode::DeviceLost};
                  return p;
                },
                {"run-leaves-outputs-resident", "ensure-outputs-brings-back",
@@ -463,11 +482,10 @@ std::vector<PropertyFamily> makeFamilies() {
                  p.kindsPerScenario = 2;
                  p.minNetworkNodes = 2;
                  p.faultedEnsurePlanPercent = 10;
-                 p.runFaultPercent = 15;
+                 p.runFaultPercent = 70;
                  return p;
                },
-               {"fault-failed-to-device", "fault-failed-from-device",
-                "fault-struck-alloc"}});
+               faultsKeyLabels()});
   f.push_back({"device-loss",
                "shutdown makes Device records Lost and Mirrored ones Host; "
                "refill recovers",
@@ -517,24 +535,28 @@ std::vector<PropertyFamily> makeFamilies() {
                  return p;
                },
                {"from-device@Device", "run-succeeded"}});
-  f.push_back({"sizes",
-               "tensors from one element to several MiB, at and around the "
-               "sizes where a backend changes path, keep their contents "
-               "through every transfer",
-               needsResident,
-               [] {
-                 auto w = baseWeights();
-                 w[K::Write] = 4;
-                 w[K::FromDevice] = 6;
-                 w[K::AddNetwork] = 1;
-                 w[K::Run] = 2;
-                 GeneratorProfile p = oneDevice(w);
-                 p.devices.push_back(device("d1"));
-                 p.sizeClassWeights = {4, 8, 10, 14, 20, 22, 22};
-                 p.maxTensors = 8;
-                 return p;
-               },
-               {"to-device@Host", "from-device@Device"}});
+  f.push_back(
+      {"sizes",
+       "tensors from one element to several MiB, at and around the "
+       "sizes where a backend changes path, keep their contents "
+       "through every transfer",
+       needsResident,
+       [] {
+         auto w = baseWeights();
+         w[K::Write] = 4;
+         w[K::FromDevice] = 6;
+         w[K::AddNetwork] = 2;
+         w[K::Run] = 3;
+         GeneratorProfile p = oneDevice(w);
+         p.devices.push_back(device("d1"));
+         p.sizeClassWeights = {4, 8, 10, 14, 20, 22, 22};
+         p.maxTensors = 8;
+         // Networks of 1 to 6 MiB, mostly of one- and two-byte
+         // kinds, whose runs cover millions of elements.
+         p.largeNetworkPercent = 50;
+         return p;
+       },
+       {"to-device@Host", "from-device@Device", "run-of-elements-over-4Mi"}});
   f.back().aboutLargeTensors = true;
   {
     PropertyFamily longLived{
@@ -550,7 +572,12 @@ std::vector<PropertyFamily> makeFamilies() {
               {K::View, 2},    {K::MoveAssign, 1}, {K::DoubleRelease, 1}};
           GeneratorProfile p = oneDevice(w);
           p.sizeClassWeights = {20, 50, 30, 2};
-          p.maxTensors = 16;
+          // Three anchors, uploaded first, read back at the end (and the
+          // last one every 500 commands): the device's oldest allocations
+          // hold contents someone reads while thousands turn over.
+          p.anchorTensors = 3;
+          p.anchorReadPeriod = 500;
+          p.maxTensors = 16 + 3;
           // Host records are the ones a transfer allocates for.
           p.stateWeights = {8, 2, 2, 1, 1};
           return p;

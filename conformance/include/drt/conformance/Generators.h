@@ -85,7 +85,10 @@ struct GeneratorProfile {
   /// sent to a device picked at random (at least 10): handles a device must
   /// refuse though its own may look the same.
   unsigned foreignLocationPercent = 0;
-  /// Fault codes inject-fault chooses from.
+  /// Fault codes inject-fault chooses from. Faults a scenario plans at no
+  /// one's request take the sites and these codes in turn from a drawn
+  /// start (every pair comes up in a long enough case, none by chance too
+  /// rarely), as do the faults planned right before a run.
   std::vector<ErrorCode> faultCodes = {ErrorCode::DeviceError,
                                        ErrorCode::DeviceLost};
   /// Percent of to-device and from-device commands issued without waiting
@@ -118,6 +121,23 @@ struct GeneratorProfile {
   /// scenario allocates (exact fits and one-byte misses happen), replacing
   /// the budgets in `devices`.
   bool drawBudgets = false;
+  /// Percent of added networks whose type is drawn from the size classes of
+  /// at least largeNetworkMinBytes (the input space's largest ones), mostly
+  /// of a one- or two-byte kind, so that a run covers millions of elements
+  /// (more than a 2^16-block or 65535-group launch grid holds); the next
+  /// commands often run it. 0: networks stay small (mostly up to 4 KiB, at
+  /// most 64 KiB).
+  unsigned largeNetworkPercent = 0;
+  uint64_t largeNetworkMinBytes = 1024 * 1024;
+  /// Tensors created and uploaded to the first device at the start of each
+  /// scenario, which the other commands rarely touch (one step in fifty
+  /// may): the device's oldest live allocations, holding contents the
+  /// runner reads back at the end, while everything else turns over.
+  size_t anchorTensors = 0;
+  /// When not 0, every this many commands the most recently uploaded anchor
+  /// in Device state is read back (from-device, releasing it) and uploaded
+  /// again, so that anchors are also read mid-case, the oldest ones staying.
+  size_t anchorReadPeriod = 0;
 };
 
 /// Generates scenarios for one profile on a backend declaring some
