@@ -25,6 +25,8 @@
 #include <memory>
 #include <mutex>
 #include <numeric>
+#include <optional>
+#include <set>
 #include <span>
 #include <vector>
 
@@ -1101,6 +1103,146 @@ protected:
   }
 };
 
+/// Runs are launched on a one-dimensional grid of at most 65535
+/// work-groups of 64: a run over more than 4,194,240 elements leaves the
+/// rest of its outputs alone.
+class RunGridOf65535Groups final : public RecomputingDevice {
+public:
+  using RecomputingDevice::RecomputingDevice;
+  ~RunGridOf65535Groups() override { shutdown(); }
+
+protected:
+  size_t elementsComputed(const Type &type) const override {
+    return std::min<size_t>(type.numElements(), size_t(65535) * 64);
+  }
+};
+
+/// The device's allocation table starts with room for 32 live allocations
+/// and doubles; growing it leaves the oldest live allocation's first 16
+/// bytes clobbered (a stale pointer into the old table is written through).
+class TableGrowthClobbersOldest final : public FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+  ~TableGrowthClobbersOldest() override { shutdown(); }
+
+protected:
+  Expected<DeviceLocation> allocate(uint64_t bytes) override {
+    Expected<DeviceLocation> loc = FakeDevice::allocate(bytes);
+    if (!loc)
+      return loc;
+    std::optional<std::pair<DeviceLocation, uint64_t>> victim;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      uint64_t seq = next_++;
+      order_[seq] = {*loc, bytes};
+      seqOf_[loc->value] = seq;
+      if (order_.size() > capacity_) {
+        capacity_ *= 2;
+        victim = order_.begin()->second;
+      }
+    }
+    if (victim) {
+      std::vector<std::byte> junk(std::min<uint64_t>(16, victim->second),
+                                  std::byte{0xcd});
+      overwriteDeviceBytes(victim->first, 0, junk);
+    }
+    return loc;
+  }
+  Error free(DeviceLocation location) override {
+    Error e = FakeDevice::free(location);
+    if (!e) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (auto it = seqOf_.find(location.value); it != seqOf_.end()) {
+        order_.erase(it->second);
+        seqOf_.erase(it);
+      }
+    }
+    return e;
+  }
+  void shutdownBackend() override {
+    FakeDevice::shutdownBackend();
+    std::lock_guard<std::mutex> lock(mutex_);
+    order_.clear();
+    seqOf_.clear();
+  }
+
+private:
+  std::mutex mutex_;
+  uint64_t next_ = 0;
+  size_t capacity_ = 32;
+  /// Live allocations by the order they were made in, and the reverse.
+  std::map<uint64_t, std::pair<DeviceLocation, uint64_t>> order_;
+  std::map<uint64_t, uint64_t> seqOf_;
+};
+
+/// Kernels are named by the network's name followed by the node's index
+/// ("n1" + "0"), and evicting a network erases every kernel whose name
+/// starts with the network's name: evicting n1 also drops the kernels of
+/// n10 or n1_0, whose runs then fail with DeviceError.
+class EvictDropsPrefixedNetworks final : public FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+  ~EvictDropsPrefixedNetworks() override { shutdown(); }
+
+protected:
+  Error compileFunction(const Function &function) override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (size_t i = 0; i < function.nodes().size(); ++i)
+        kernels_.insert(function.name() + std::to_string(i));
+    }
+    return FakeDevice::compileFunction(function);
+  }
+  void evictFunction(const std::string &name) override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (auto it = kernels_.lower_bound(name);
+           it != kernels_.end() && it->compare(0, name.size(), name) == 0;)
+        it = kernels_.erase(it);
+    }
+    FakeDevice::evictFunction(name);
+  }
+  void execute(const Function &function, std::vector<RunArgument> arguments,
+               CompletionCallback done) override {
+    bool missing = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (size_t i = 0; i < function.nodes().size(); ++i)
+        missing |= !kernels_.count(function.name() + std::to_string(i));
+    }
+    if (missing)
+      return done(makeError(ErrorCode::DeviceError, "run of network '" +
+                                                        function.name() +
+                                                        "': kernel not found"));
+    FakeDevice::execute(function, std::move(arguments), std::move(done));
+  }
+
+private:
+  std::mutex mutex_;
+  std::set<std::string> kernels_;
+};
+
+/// A run whose launch fails for lack of memory (an OutOfMemory at the run
+/// site: kernel scratch could not be had) is reported as DeviceError: every
+/// enqueue failure is mapped to DeviceError.
+class RunOutOfMemoryAsDeviceError final : public FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+  ~RunOutOfMemoryAsDeviceError() override { shutdown(); }
+
+protected:
+  void execute(const Function &function, std::vector<RunArgument> arguments,
+               CompletionCallback done) override {
+    FakeDevice::execute(function, std::move(arguments),
+                        [done = std::move(done)](Error e) {
+                          if (e.code() == ErrorCode::OutOfMemory)
+                            e = Error(ErrorCode::DeviceError,
+                                      "kernel launch failed: " + e.message());
+                          done(std::move(e));
+                        });
+  }
+};
+
 /// A mutant registered as the fake device is: its parameters and the
 /// configurations worth testing are the fake device's, so the suite sweeps
 /// them on the mutant too.
@@ -1213,6 +1355,20 @@ DRT_REGISTER_BACKEND(mutant<LargePageBudgetCountsPages>(
     "large-page-budget-counts-pages",
     "with alignment >= 4 KiB, the budget check counts whole pages: exact "
     "fits fail"));
+DRT_REGISTER_BACKEND(mutant<RunGridOf65535Groups>(
+    "run-grid-of-65535-groups",
+    "runs cover at most 65535 groups of 64 elements: the rest is left alone"));
+DRT_REGISTER_BACKEND(mutant<TableGrowthClobbersOldest>(
+    "table-growth-clobbers-oldest",
+    "growing the allocation table past 32, 64, ... live allocations "
+    "clobbers the oldest one's first 16 bytes"));
+DRT_REGISTER_BACKEND(mutant<EvictDropsPrefixedNetworks>(
+    "evict-drops-prefixed-networks",
+    "evicting a network drops the kernels of every network its name "
+    "prefixes"));
+DRT_REGISTER_BACKEND(mutant<RunOutOfMemoryAsDeviceError>(
+    "run-out-of-memory-as-device-error",
+    "an OutOfMemory at a run's launch is reported as DeviceError"));
 DRT_REGISTER_BACKEND(mutant<LargePageSizeRoundedUp>(
     "large-page-size-rounded-up",
     "with alignment >= 4 KiB, allocationSize() reports whole pages"));
