@@ -728,12 +728,17 @@ const std::vector<BackendParameter> &openCLParameters() {
     stagingThreads.testedWith = {{"pinned-staging", "1"}};
     // Off (1) by default until measured on a discrete GPU: chunks of
     // 256 KiB are copied by one thread each, where a whole buffer's worth is
-    // copied by several (docs/performance.md).
+    // copied by several (docs/performance.md). Tested at 4 with every
+    // transfer staged, where a transfer of 512 KiB to 4 MiB moves in chunks
+    // smaller than a staging buffer (each at its own offset).
     BackendParameter stagingMinChunks = BackendParameter::unsignedInRange(
         "staging-min-chunks", 1, 1, 64,
         "a staged transfer that fills fewer staging buffers moves in this "
         "many chunks (of at least 256 KiB), so that copying one overlaps the "
-        "DMA of the one before; 1 moves it in one");
+        "DMA of the one before; 1 moves it in one",
+        {4});
+    stagingMinChunks.testedWith = {{"pinned-staging", "1"},
+                                   {"staging-min-bytes", "0"}};
     return std::vector<BackendParameter>{
         BackendParameter::text(
             "platform", "index or case-insensitive name substring of the "
