@@ -91,6 +91,10 @@ public:
                possible(CommandKind::Run) && rng_.percent(70)) {
       runTarget_ = *largeNet_;
       kind = CommandKind::Run;
+    } else if (besideRecord_ && possible(CommandKind::ToDevice)) {
+      // A transfer of another record beside the pending one (below).
+      kind = rng_.percent(60) ? CommandKind::ToDevice : CommandKind::FromDevice;
+      besideNow_ = true;
     } else if (focus_ && possible(*focus_) && rng_.percent(60)) {
       kind = *focus_;
     } else if (!drawKind(kind)) {
@@ -98,12 +102,23 @@ public:
     }
     focus_.reset();
     std::optional<Command> c = draw(kind);
-    if (p_.pipelinePercent && c &&
-        (c->kind == CommandKind::ToDevice ||
-         c->kind == CommandKind::FromDevice || c->kind == CommandKind::Run) &&
-        rng_.percent(p_.pipelinePercent))
+    if (std::exchange(besideNow_, false) && c)
       c->noWait = true;
+    else if (p_.pipelinePercent && c &&
+             (c->kind == CommandKind::ToDevice ||
+              c->kind == CommandKind::FromDevice ||
+              c->kind == CommandKind::Run) &&
+             rng_.percent(p_.pipelinePercent))
+      c->noWait = true;
+    besideRecord_.reset();
     if (c) {
+      // Now and then the next command transfers another record, issued
+      // without waiting too, so that transfers of different records are in
+      // flight together (sharing staging buffers, pool blocks, events): a
+      // command on the busy record itself waits for it.
+      if (c->noWait && c->kind != CommandKind::Run && rng_.percent(30))
+        if (const ModelTensor *t = m_.tensor(c->target); t && !t->empty())
+          besideRecord_ = t->record;
       busyTensor_ = c->noWait && c->kind != CommandKind::Run
                         ? std::optional(c->target)
                         : std::nullopt;
@@ -294,6 +309,15 @@ private:
   /// states present, weighted), then mostly an owner (owners move residency,
   /// views observe it).
   Name pickTensor() {
+    if (besideNow_ && besideRecord_) {
+      std::vector<Name> others;
+      for (Name name : ch_.tensors)
+        if (const ModelTensor *t = m_.tensor(*name);
+            t && !t->empty() && t->record != *besideRecord_)
+          others.push_back(name);
+      if (!others.empty())
+        return rng_.pick(others);
+    }
     if (busyTensor_ && rng_.percent(70))
       if (auto it = m_.tensors().find(*busyTensor_); it != m_.tensors().end())
         return &it->first;
@@ -1470,6 +1494,11 @@ private:
   /// The tensor of a transfer just issued without waiting: the next
   /// commands often act on it while it is busy.
   std::optional<std::string> busyTensor_;
+  /// The record of a transfer just issued without waiting that the next
+  /// command transfers another record beside, and whether this command is
+  /// that transfer.
+  std::optional<int> besideRecord_;
+  bool besideNow_ = false;
   /// The records bound by the last command, a run issued without waiting.
   std::vector<int> busyRunRecords_;
   /// The size of a block just freed: the next raw allocation takes it.

@@ -822,6 +822,10 @@ ModelStep Model::apply(const Command &c) {
       step.labels.emplace_back("meets-pending-transfer");
       step.labels.push_back(
           {commandKindName(c.kind), "-meets-pending-transfer"});
+    } else if (c.noWait && (c.kind == CommandKind::ToDevice ||
+                            c.kind == CommandKind::FromDevice)) {
+      // Two records' transfers in flight together.
+      step.labels.emplace_back("transfer-beside-pending-transfer");
     }
     if (c.kind == CommandKind::Run && networkDevice_.count(c.target)) {
       const std::string &dev = networkDevice_.at(c.target);

@@ -355,7 +355,8 @@ std::vector<PropertyFamily> makeFamilies() {
        },
        {"issued-without-waiting", "read-meets-pending-transfer",
         "write-meets-pending-transfer", "from-device-meets-pending-transfer",
-        "to-device-meets-pending-transfer"}});
+        "to-device-meets-pending-transfer",
+        "transfer-beside-pending-transfer"}});
   f.push_back(
       {"run-chains",
        "runs issued without waiting, each on what the runs before it left "
