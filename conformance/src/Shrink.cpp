@@ -350,6 +350,28 @@ shrinkScenario(const Scenario &failing,
       if (chunk == 1)
         break;
     }
+    // A planned fault moved to just before a later command and made to
+    // strike the first operation at its site: the commands between that it
+    // counted can then go (a fault that strikes the third upload keeps the
+    // two before it otherwise). Latest positions first.
+    for (size_t i = 0; i < result.scenario.commands.size() && !exhausted();
+         ++i) {
+      if (result.scenario.commands[i].kind != CommandKind::InjectFault)
+        continue;
+      for (size_t j = result.scenario.commands.size();
+           j > i + 2 && !exhausted(); --j) {
+        Scenario candidate = result.scenario;
+        Command fault = candidate.commands[i];
+        fault.fault.nth = 1;
+        candidate.commands.erase(candidate.commands.begin() + i);
+        candidate.commands.insert(candidate.commands.begin() + (j - 2),
+                                  std::move(fault));
+        if (attempt(candidate)) {
+          progress = true;
+          break;
+        }
+      }
+    }
     // Simplify each remaining command, then the devices.
     for (size_t i = 0; i < result.scenario.commands.size() && !exhausted();
          ++i) {

@@ -137,4 +137,31 @@ TEST(Shrink, ATensorThatNeedNotBeDistinctBecomesAnEarlierOneOfItsType) {
   EXPECT_NE(printed.find("create c"), std::string::npos) << printed;
 }
 
+TEST(Shrink, APlannedFaultMovesToTheOperationItStrikes) {
+  // The "failure" is an upload of 'b' that fails; the fault strikes the
+  // third upload, so the two before it stay unless the fault moves to just
+  // before the one it strikes and strikes the first.
+  Scenario failing = parsed("device d0\n"
+                            "inject-fault d0 to-device nth=3 DeviceError\n"
+                            "create a f32 [4] fill=1\n"
+                            "create b f32 [4] fill=2\n"
+                            "to-device a d0\n"
+                            "release a d0\n"
+                            "to-device a d0\n"
+                            "to-device b d0\n");
+  auto uploadOfBFails = [](const Scenario &s) {
+    return std::any_of(
+        s.commands.begin(), s.commands.end(), [](const Command &c) {
+          return c.kind == CommandKind::ToDevice && c.target == "b" &&
+                 c.expect == Outcome::error(ErrorCode::DeviceError);
+        });
+  };
+  ShrinkResult r = shrinkScenario(failing, normalizedOnFake, uploadOfBFails);
+  EXPECT_EQ(printScenario(r.scenario),
+            "device d0\n"
+            "create b f32 [1] fill=1\n"
+            "inject-fault d0 to-device nth=1 DeviceError\n"
+            "to-device b d0 -> error DeviceError\n");
+}
+
 } // namespace

@@ -152,6 +152,9 @@ TEST(OpenCLBackend, DeclaresItsParametersAndTheConfigurationsToTest) {
                  {"staging-chunk-bytes", "4096"},
                  {"staging-min-bytes", "0"}},
                 {{"pinned-staging", "1"}, {"staging-copy-threads", "2"}},
+                {{"pinned-staging", "1"},
+                 {"staging-min-bytes", "0"},
+                 {"staging-min-chunks", "4"}},
                 {{"memory-pool-bytes", "0"}},
                 {{"memory-pool-bytes", "65536"}}}));
   // A fixed setting that turns staging off leaves the chunk size and the
@@ -163,6 +166,7 @@ TEST(OpenCLBackend, DeclaresItsParametersAndTheConfigurationsToTest) {
     EXPECT_EQ(c.count("staging-chunk-bytes"), 0u);
     EXPECT_EQ(c.count("staging-min-bytes"), 0u);
     EXPECT_EQ(c.count("staging-copy-threads"), 0u);
+    EXPECT_EQ(c.count("staging-min-chunks"), 0u);
   }
   auto caps = BackendRegistry::instance().capabilitiesFor(
       "opencl", {{"pinned-staging", "1"}});
