@@ -493,6 +493,20 @@ int run(int argc, char **argv, const ProgramSettings &settings) {
       return 2;
     }
     configurations[b] = std::move(*sweep);
+    // A value no configuration tests is code no run reaches: said before
+    // the run, so that a green run is not taken for more than it checked.
+    if (const BackendInfo *info = BackendRegistry::instance().find(b))
+      if (std::vector<std::string> untested =
+              untestedParameters(info->parameters);
+          !untested.empty()) {
+        std::string names;
+        for (const std::string &name : untested)
+          names += (names.empty() ? "" : ", ") + name;
+        std::cout << "note: backend '" << b << "' declares parameters no "
+                  << "configuration tests beyond their default: " << names
+                  << " (give each test values, or a reason in "
+                  << "BackendParameter::untestedBecause)\n";
+      }
   }
   if (!failuresDir.empty()) {
     std::error_code error;

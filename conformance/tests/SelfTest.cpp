@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 using namespace drt;
 
@@ -40,6 +41,34 @@ TEST(SelfTestRegistry, EveryMutantBackendHasASelftest) {
     EXPECT_TRUE(registered.count(name))
         << name << " is in DRT_BACKEND_MUTANTS but not registered";
   EXPECT_GE(registered.size(), 11u);
+}
+
+TEST(BackendParameters, EveryProductionParameterIsTestedOrSaysWhyNot) {
+  for (const std::string &name :
+       BackendRegistry::instance().productionNames()) {
+    const BackendInfo *info = BackendRegistry::instance().find(name);
+    ASSERT_NE(info, nullptr) << name;
+    EXPECT_EQ(untestedParameters(info->parameters), std::vector<std::string>{})
+        << "backend '" << name << "' declares parameters that no "
+        << "configuration tests beyond their default, and no reason";
+  }
+}
+
+TEST(BackendParameters, AParameterTestedAtItsDefaultOnlyIsNamed) {
+  BackendParameter swept = BackendParameter::boolean("swept", false, "");
+  BackendParameter unswept =
+      BackendParameter::unsignedInRange("unswept", 1, 1, 8, "");
+  BackendParameter chooser =
+      BackendParameter::unsignedInRange("chooser", 0, 0, 8, "");
+  chooser.untestedBecause = "it chooses the device";
+  BackendParameter seed =
+      BackendParameter::unsignedInRange("seed", 1, 0, 9, "");
+  seed.seedsRandomness = true;
+  BackendParameter words =
+      BackendParameter::choice("words", "a", {"a", "b"}, "");
+  EXPECT_EQ(untestedParameters({swept, unswept, chooser, seed, words,
+                                BackendParameter::text("free", "")}),
+            (std::vector<std::string>{"unswept", "words"}));
 }
 
 } // namespace

@@ -73,6 +73,16 @@ BackendParameter BackendParameter::text(std::string name, std::string meaning) {
   return p;
 }
 
+std::vector<std::string>
+untestedParameters(const std::vector<BackendParameter> &parameters) {
+  std::vector<std::string> out;
+  for (const BackendParameter &p : parameters)
+    if (p.kind != BackendParameter::Kind::Text && p.testValues.size() < 2 &&
+        !p.seedsRandomness && p.untestedBecause.empty())
+      out.push_back(p.name);
+  return out;
+}
+
 BackendParameter BackendParameter::choice(std::string name,
                                           std::string defaultValue,
                                           std::vector<std::string> choices,

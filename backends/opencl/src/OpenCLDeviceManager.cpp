@@ -739,6 +739,11 @@ const std::vector<BackendParameter> &openCLParameters() {
         {4});
     stagingMinChunks.testedWith = {{"pinned-staging", "1"},
                                    {"staging-min-bytes", "0"}};
+    BackendParameter deviceIndex = BackendParameter::unsignedInRange(
+        "device-index", 0, 0, std::numeric_limits<uint32_t>::max(),
+        "which of the matching devices to use");
+    deviceIndex.untestedBecause =
+        "it chooses the device to test, not how the backend works";
     return std::vector<BackendParameter>{
         BackendParameter::text(
             "platform", "index or case-insensitive name substring of the "
@@ -747,9 +752,7 @@ const std::vector<BackendParameter> &openCLParameters() {
         BackendParameter::text(
             "device", "index or case-insensitive name substring of the device "
                       "(default: env DRT_OPENCL_DEVICE, else every device)"),
-        BackendParameter::unsignedInRange(
-            "device-index", 0, 0, std::numeric_limits<uint32_t>::max(),
-            "which of the matching devices to use"),
+        deviceIndex,
         pinnedStaging,
         stagingMinBytes,
 

@@ -71,6 +71,12 @@ struct BackendParameter {
   /// The parameter seeds the backend's own random choices: the conformance
   /// suite sets it from the run's seed, so that --seed varies them too.
   bool seedsRandomness = false;
+  /// Why a Boolean, Unsigned or Choice parameter is tested at its default
+  /// only (it selects hardware rather than changing how the backend works,
+  /// say); empty for one a conformance run sweeps. A value no run tests is
+  /// code no run reaches, so drt-conformance names every parameter that has
+  /// neither (untestedParameters).
+  std::string untestedBecause;
 
   /// The scenarios in which a value other than the default changes what the
   /// backend does.
@@ -123,6 +129,13 @@ struct BackendParameter {
 Error checkParameters(const DeviceConfig &config,
                       const std::vector<BackendParameter> &declared,
                       const std::string &who);
+
+/// The parameters of \p parameters that a conformance run tests at their
+/// default only without saying why (BackendParameter::untestedBecause): a
+/// Boolean, Unsigned or Choice parameter with fewer than two test values
+/// that does not seed the backend's randomness.
+std::vector<std::string>
+untestedParameters(const std::vector<BackendParameter> &parameters);
 
 /// Creates an uninitialised DeviceManager from a config.
 using BackendFactory =
