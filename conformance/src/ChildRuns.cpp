@@ -145,6 +145,23 @@ ChildRun runScenarioInChild(const ChildRunner &runner, const std::string &file,
   return {ChildRun::Kind::Crashed, detail};
 }
 
+FirstChildRuns runUntilItFails(const ChildRunner &runner,
+                               const std::string &file,
+                               const Scenario &scenario,
+                               unsigned stuckAfterMs) {
+  FirstChildRuns out;
+  bool timing = timingDependent(scenario);
+  out.runs = timing ? TimingReplayRuns : 1;
+  out.last = runScenarioInChild(runner, file, stuckAfterMs, out.runs);
+  if (!timing && out.last.kind == ChildRun::Kind::Passed) {
+    out.last = runScenarioInChild(runner, file, stuckAfterMs, TimingReplayRuns);
+    out.runs += TimingReplayRuns;
+    out.flaky = out.last.kind != ChildRun::Kind::Passed &&
+                out.last.kind != ChildRun::Kind::NotRun;
+  }
+  return out;
+}
+
 ShrinkResult shrinkInChildren(const Scenario &scenario,
                               const ChildRunner &runner, const ChildRun &first,
                               const std::string &candidateFile,

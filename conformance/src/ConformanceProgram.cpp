@@ -232,16 +232,11 @@ int shrinkAbortedCase(const ProgramSettings &settings, const std::string &file,
     return 1;
   }
   const Scenario &scenario = std::get<Scenario>(parsed);
-  bool timing = timingDependent(scenario);
-  ChildRun first = runScenarioInChild(children, file, stuckAfterMs,
-                                      timing ? TimingReplayRuns : 1);
   // A case that passes its first run again may still hang on an
   // interleaving: repeated, and failing, its candidates get repeated too.
-  bool flaky = false;
-  if (!timing && first.kind == ChildRun::Kind::Passed) {
-    first = runScenarioInChild(children, file, stuckAfterMs, TimingReplayRuns);
-    flaky = first.kind != ChildRun::Kind::Passed;
-  }
+  FirstChildRuns firstRuns =
+      runUntilItFails(children, file, scenario, stuckAfterMs);
+  const ChildRun &first = firstRuns.last;
   std::error_code ignored;
   if (first.kind != ChildRun::Kind::Crashed &&
       first.kind != ChildRun::Kind::Hung &&
@@ -256,8 +251,9 @@ int shrinkAbortedCase(const ProgramSettings &settings, const std::string &file,
     return 1;
   }
   std::string failure;
-  ShrinkResult shrunk = shrinkInChildren(
-      scenario, children, first, file + ".candidate", {}, failure, flaky);
+  ShrinkResult shrunk =
+      shrinkInChildren(scenario, children, first, file + ".candidate", {},
+                       failure, firstRuns.flaky);
   std::filesystem::remove(children.log, ignored);
   std::string stem = file.size() > 4 && file.ends_with(".scn")
                          ? file.substr(0, file.size() - 4)

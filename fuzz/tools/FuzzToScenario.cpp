@@ -205,29 +205,21 @@ int main(int argc, char **argv) {
   // How does it fail? Found out in a child, before any backend starts here.
   ChildRunner children{setup.backend, setup.against, plugins, file + ".log"};
   // The first run tells a stuck step from a slow one as the runner does,
-  // or within --stuck-after-ms when the caller knows better. A scenario with
-  // a parallel block or work issued without waiting may fail in some
-  // interleavings only: it gets several runs to show its failure.
-  bool timing = timingDependent(in.scenario);
-  ChildRun first = runScenarioInChild(children, file, stuckAfterMs,
-                                      timing ? TimingReplayRuns : 1);
-  // A finding that passes its first run where nothing marks it timing
-  // dependent may still hang on an interleaving (an asynchronous device
-  // completes on threads of its own): repeated, it is treated as timing
-  // dependent from here on when it fails.
-  bool flaky = false;
-  int runsTried = timing ? TimingReplayRuns : 1;
-  if (!timing && first.kind == ChildRun::Kind::Passed) {
-    first = runScenarioInChild(children, file, stuckAfterMs, TimingReplayRuns);
-    runsTried += TimingReplayRuns;
-    flaky = timing = first.kind != ChildRun::Kind::Passed &&
-                     first.kind != ChildRun::Kind::NotRun;
-  }
+  // or within --stuck-after-ms when the caller knows better. A finding that
+  // may fail in some interleavings only gets several runs to show it
+  // (runUntilItFails); one that fails only after passing is treated as
+  // timing dependent from here on.
+  FirstChildRuns firstRuns =
+      runUntilItFails(children, file, in.scenario, stuckAfterMs);
+  const ChildRun &first = firstRuns.last;
+  bool flaky = firstRuns.flaky;
+  bool timing = flaky || timingDependent(in.scenario);
   if (first.kind == ChildRun::Kind::Passed ||
       first.kind == ChildRun::Kind::NotRun) {
     std::cerr << "drt-fuzz-to-scenario: the scenario "
               << (first.kind == ChildRun::Kind::Passed
-                      ? "passes here (" + std::to_string(runsTried) + " runs)"
+                      ? "passes here (" + std::to_string(firstRuns.runs) +
+                            " runs)"
                       : "does not run here (" + first.detail + ")")
               << "; nothing written (a sanitizer finding reproduces only in "
                  "a sanitizer build: use the one from the fuzz preset)\n";

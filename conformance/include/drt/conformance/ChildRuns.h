@@ -66,6 +66,26 @@ struct ChildRunner {
 ChildRun runScenarioInChild(const ChildRunner &runner, const std::string &file,
                             unsigned stuckAfterMs = 0, unsigned runs = 1);
 
+/// How the first runs of a failing scenario in child processes ended.
+struct FirstChildRuns {
+  /// The last child run.
+  ChildRun last;
+  /// It failed only after a first run that passed, though nothing in it
+  /// marks it timingDependent: an interleaving decides it all the same.
+  bool flaky = false;
+  /// Runs made in all.
+  int runs = 0;
+};
+
+/// Runs \p scenario, written in \p file, in child processes until a run
+/// does not pass: TimingReplayRuns times when it is timingDependent, else
+/// once and, when that run passes, TimingReplayRuns times more (\p
+/// stuckAfterMs as for runScenarioInChild).
+FirstChildRuns runUntilItFails(const ChildRunner &runner,
+                               const std::string &file,
+                               const Scenario &scenario,
+                               unsigned stuckAfterMs = 0);
+
 /// How long a shrink candidate of a stuck scenario may go without progress
 /// before it counts as stuck too: a step that never returns shows within
 /// it, where the scenario's first run must wait as long as the runner does
