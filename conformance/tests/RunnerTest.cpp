@@ -932,6 +932,26 @@ from-device a d0 keep
       << before.divergence->toString();
 }
 
+TEST(Runner, AWriteAnywhereOnTheLastPageOfLargeHostStorageIsReported) {
+  // Large host storage ends with a guard that runs to the end of its page
+  // (the pages after it fault): a write 1,000 bytes past the end, beyond the
+  // 64 guard bytes of small storage, is caught at its step.
+  RunResult r = run(R"(device d0
+create a f32 [16384] fill=random:1
+to-device a d0
+from-device a d0 keep
+)",
+                    testBackend<ReadBackWritesOutside<65536 + 1000>>(
+                        "test:read-back-writes-1000-past-the-end"));
+  ASSERT_TRUE(r.divergence) << r.setupError;
+  EXPECT_EQ(r.divergence->step, 3u) << r.divergence->toString();
+  EXPECT_NE(r.divergence->observed.find(
+                "wrote outside the host bytes of tensor 'a' (65536 bytes): "
+                "the byte at offset 66536 (1001 past its end) changed"),
+            std::string::npos)
+      << r.divergence->toString();
+}
+
 /// A device whose read-backs throw (as std::vector::at does past the end)
 /// instead of reporting an Error.
 class ReadBackThrows final : public fake::FakeDevice {

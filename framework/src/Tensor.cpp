@@ -93,12 +93,13 @@ std::atomic<int> hostGuardScopes{0};
 /// with one value changes it.
 std::byte guardByte(size_t i) { return std::byte(uint8_t(0xa5 ^ (i * 0x3b))); }
 
-/// Writes the pattern into the guards around \p bytes at \p data.
-void writeGuards(std::byte *data, size_t bytes, size_t guard) {
-  for (size_t i = 0; i < guard; ++i) {
+/// Writes the pattern into the \p before guard bytes before \p bytes at
+/// \p data and the \p after ones after them.
+void writeGuards(std::byte *data, size_t bytes, size_t before, size_t after) {
+  for (size_t i = 0; i < before; ++i)
     data[-1 - std::ptrdiff_t(i)] = guardByte(i);
+  for (size_t i = 0; i < after; ++i)
     data[bytes + i] = guardByte(i);
-  }
 }
 
 /// The pageable block of \p total bytes, 64-byte aligned.
@@ -124,24 +125,40 @@ TensorStorage::HostBytes::~HostBytes() {
   std::byte *base = data - guard;
   if (memory)
     memory->deallocate(base, size + 2 * guard);
+  else if (block.mapping)
+    freeGuardedHostBlock(block, size);
   else
     ::operator delete[](base, std::align_val_t(Alignment));
 }
 
+TensorStorage::HostBytes TensorStorage::pageableBytes(size_t bytes,
+                                                      size_t guard) {
+  if (guard && bytes >= GuardedBlockMinBytes)
+    if (GuardedHostBlock block = allocateGuardedHostBlock(bytes, guard);
+        block.data)
+      return {block.data,       bytes,   block.guardBefore,
+              block.guardAfter, nullptr, block};
+  return {pageableBlock(bytes + 2 * guard) + guard,
+          bytes,
+          guard,
+          guard,
+          nullptr,
+          {}};
+}
+
 TensorStorage::TensorStorage(size_t bytes, std::string name, size_t guard)
-    : data_{pageableBlock(bytes + 2 * guard) + guard, bytes, guard, nullptr},
-      name_(std::move(name)) {
+    : data_(pageableBytes(bytes, guard)), name_(std::move(name)) {
   std::memset(data_.data, 0, bytes);
-  writeGuards(data_.data, bytes, guard);
+  writeGuards(data_.data, bytes, data_.guard, data_.guardAfter);
 }
 
 TensorStorage::TensorStorage(size_t bytes, std::string name, size_t guard,
                              std::byte *base,
                              std::shared_ptr<HostMemory> memory)
-    : data_{base + guard, bytes, guard, std::move(memory)},
+    : data_{base + guard, bytes, guard, guard, std::move(memory), {}},
       name_(std::move(name)) {
   std::memset(data_.data, 0, bytes);
-  writeGuards(data_.data, bytes, guard);
+  writeGuards(data_.data, bytes, guard, guard);
 }
 
 std::string TensorStorage::takeGuardDamage() {
@@ -149,15 +166,19 @@ std::string TensorStorage::takeGuardDamage() {
   size_t bytes = data_.size;
   // The first changed byte on each side, nearest the storage's bytes.
   std::optional<size_t> before, after;
-  for (size_t i = 0; i < data_.guard; ++i) {
-    if (!before && data[-1 - std::ptrdiff_t(i)] != guardByte(i))
+  for (size_t i = 0; i < data_.guard; ++i)
+    if (data[-1 - std::ptrdiff_t(i)] != guardByte(i)) {
       before = i;
-    if (!after && data[bytes + i] != guardByte(i))
+      break;
+    }
+  for (size_t i = 0; i < data_.guardAfter; ++i)
+    if (data[bytes + i] != guardByte(i)) {
       after = i;
-  }
+      break;
+    }
   if (!before && !after)
     return {};
-  writeGuards(data, bytes, data_.guard);
+  writeGuards(data, bytes, data_.guard, data_.guardAfter);
   std::string damage;
   if (before)
     damage =

@@ -11,6 +11,8 @@
 #include "drt/HostMemory.h"
 #include "drt/Tensor.h"
 
+#include "GuardedHostBlock.h"
+
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -23,7 +25,9 @@ public:
   static constexpr size_t Alignment = 64;
 
   /// \p bytes of zeroed pageable memory, between guards of \p guard bytes
-  /// (0 or HostGuardBytes).
+  /// (0 or HostGuardBytes); with guards, of GuardedBlockMinBytes or more in
+  /// a guarded block (GuardedHostBlock.h), whose guard after the bytes runs
+  /// to the end of its page.
   TensorStorage(size_t bytes, std::string name, size_t guard);
   /// Takes over the block at \p base that \p memory allocated: \p bytes,
   /// which it zeroes, between guards of \p guard bytes.
@@ -62,12 +66,20 @@ private:
   struct HostBytes {
     std::byte *data;
     size_t size;
-    /// Bytes of guard before data and after its size bytes.
+    /// Bytes of guard before data.
     size_t guard;
-    /// Null for pageable memory from operator new.
+    /// Bytes of guard after its size bytes.
+    size_t guardAfter;
+    /// Null for pageable memory.
     std::shared_ptr<HostMemory> memory;
+    /// Where the bytes lie in a guarded block (pageable memory, not from
+    /// operator new); null mapping otherwise.
+    GuardedHostBlock block;
     ~HostBytes();
   };
+  /// Pageable bytes for the first constructor.
+  static HostBytes pageableBytes(size_t bytes, size_t guard);
+
   HostBytes data_;
   std::string name_;
 };

@@ -5,13 +5,17 @@
 //
 //===----------------------------------------------------------------------===//
 #include "drt/Tensor.h"
+#include "drt/HostMemory.h"
 #include "drt/Violation.h"
 
 #include "ViolationAssertions.h"
 
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
+#include <unistd.h>
 
 using namespace drt;
 
@@ -157,4 +161,42 @@ TEST_F(TensorTest, RefillChecksTheSize) {
   EXPECT_EQ(a.hostData<int32_t>()[1], 4);
   Error e = a.refillFromHost(std::as_bytes(std::span(values, 1)));
   EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+}
+
+namespace {
+/// Whether the process may read the byte at \p address, asked of the kernel
+/// (a write from it into a pipe fails with EFAULT) rather than by touching
+/// it, so that a test of no-access pages needs no signal.
+bool readable(const std::byte *address) {
+  int fds[2];
+  if (pipe(fds) != 0)
+    ADD_FAILURE() << "pipe: " << std::strerror(errno);
+  bool ok = write(fds[1], address, 1) == 1;
+  close(fds[0]);
+  close(fds[1]);
+  return ok;
+}
+} // namespace
+
+TEST_F(TensorTest, LargeGuardedStorageLiesBetweenPagesNoOneMayTouch) {
+  // A backend that writes far outside a buffer (a chunk at a wrong
+  // multiple of a staging buffer) must fault at the write, not corrupt
+  // the heap. Storage of other sizes reuses a freed one's mapping.
+  HostGuardScope guards;
+  for (size_t elements : {20000, 16384, 20000, 30000}) {
+    Tensor t(ElemKind::Float32, {elements}, "t");
+    size_t bytes = t.sizeInBytes();
+    const std::byte *start = t.hostBytes().data();
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(start) % 64, 0u);
+    EXPECT_TRUE(readable(start - HostGuardBytes));
+    EXPECT_TRUE(readable(start + bytes + HostGuardBytes - 1));
+    EXPECT_FALSE(readable(start - HostGuardBytes - 1));
+    // Past the last page, as far as a misplaced chunk of a large transfer.
+    size_t page = size_t(sysconf(_SC_PAGESIZE));
+    const std::byte *pastPages =
+        start + (bytes + HostGuardBytes + page - 1) / page * page;
+    EXPECT_FALSE(readable(pastPages));
+    EXPECT_FALSE(readable(start + bytes + (size_t(32) << 20)));
+    EXPECT_FALSE(readable(start - (size_t(32) << 20)));
+  }
 }
