@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -462,6 +463,35 @@ private:
   std::byte *volatile staging_ = nullptr;
 };
 
+/// A read-back of more than 64 KiB overruns a scratch block of the heap by
+/// 16 bytes, over the size of the next block, then frees it: the C
+/// library's free() finds the heap corrupt and aborts the process from
+/// inside, holding its lock (the report must not need the heap).
+class ReadBackCorruptsTheHeapPast64k final : public FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+  ~ReadBackCorruptsTheHeapPast64k() override { shutdown(); }
+
+protected:
+  void copyFromDevice(DeviceLocation src, std::byte *dst, uint64_t bytes,
+                      CompletionCallback done) override {
+    if (bytes > 64 * 1024) {
+      // Larger than the C library's per-thread caches: freed under the
+      // heap's lock.
+      auto *scratch = static_cast<unsigned char *>(std::malloc(scratchBytes_));
+      std::memset(scratch, 0xff, scratchBytes_ + 16);
+      // The compiler may not drop the stores as dead before the free.
+      asm volatile("" : : "r"(scratch) : "memory");
+      std::free(scratch);
+    }
+    FakeDevice::copyFromDevice(src, dst, bytes, std::move(done));
+  }
+
+private:
+  // Read anew at each use, so that the compiler cannot see the overrun.
+  volatile size_t scratchBytes_ = 4096;
+};
+
 /// A read-back of more than 64 KiB throws (an index past a table, as
 /// std::vector::at reports it) instead of reporting an Error.
 class ReadBackThrowsPast64k final : public FakeDevice {
@@ -698,6 +728,10 @@ DRT_REGISTER_BACKEND(mutant<ReadBackCompletesHoldingItsLock>(
 DRT_REGISTER_BACKEND(mutant<ReadBackCrashesPast64k>(
     "read-back-crashes-past-64k",
     "copyFromDevice() of more than 64 KiB writes through a null pointer"));
+DRT_REGISTER_BACKEND(mutant<ReadBackCorruptsTheHeapPast64k>(
+    "read-back-corrupts-the-heap-past-64k",
+    "copyFromDevice() of more than 64 KiB overruns a block of the heap, "
+    "which free() finds corrupt and aborts"));
 DRT_REGISTER_BACKEND(mutant<ReadBackThrowsPast64k>(
     "read-back-throws-past-64k",
     "copyFromDevice() of more than 64 KiB throws std::out_of_range"));

@@ -9,6 +9,7 @@
 #include "drt/BackendRegistry.h"
 #include "drt/conformance/ChildRuns.h"
 #include "drt/conformance/Configuration.h"
+#include "drt/conformance/CrashArena.h"
 #include "drt/conformance/HostMemoryRetention.h"
 #include "drt/conformance/Plugins.h"
 #include "drt/conformance/Programs.h"
@@ -713,6 +714,7 @@ int conformanceProgram(int argc, char **argv, ProgramSettings settings) {
   if (settings.name.empty())
     settings.name = "drt-conformance";
   reportCrashesOfScenarios();
+  serveCrashReportsFromArena();
   retainFreedHostMemory();
   return runReportingExceptions(settings.name,
                                 [&] { return run(argc, argv, settings); });

@@ -15,6 +15,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <fcntl.h>
 #include <fstream>
 #include <optional>
 #include <unistd.h>
@@ -721,6 +722,28 @@ void replaceProcess(const std::vector<std::string> &argv) {
                std::strerror(errno));
 }
 
+/// Writes \p text to the file at \p path with system calls alone: after a
+/// crash inside the C library's allocator, the malloc of an fopen would
+/// never return. Says on standard error when the file cannot be written.
+void writeWithoutTheHeap(const std::string &path, const std::string &text) {
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  size_t written = 0;
+  while (fd >= 0 && written < text.size()) {
+    ssize_t n = write(fd, text.data() + written, text.size() - written);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
+    written += size_t(n);
+  }
+  if (fd < 0 || written < text.size())
+    std::fputs(
+        ("cannot write " + path + ": " + std::strerror(errno) + "\n").c_str(),
+        stderr);
+  if (fd >= 0)
+    close(fd);
+}
+
 /// Reports a case of \p family whose step the process cannot come back from
 /// (AbortedStep: stuck, or crashed): the scenario up to that step, as it ran
 /// (configured), goes to a file with its replay command, and the report to
@@ -735,16 +758,14 @@ void reportAbortedCase(const AbortedStep &step, const PropertyFamily &family,
                                       step.signal ? "-crashed" : "-stuck");
   std::string replay = replayCommand(file, options, run, "");
   std::string report = step.toString();
-  {
-    std::ofstream out(file);
-    out << "# a scenario of property '" << family.name << "' on backend '"
-        << options.backend << "' in configuration " << result.configuration
-        << ", seed " << options.seed << " (case seed " << caseSeed
-        << "), up to the step that "
-        << (step.signal ? "crashed" : "never returned")
-        << " (not shrunk)\n# replay: " << replay << "\n";
-    out << commentLines(report) << printScenario(step.prefix());
-  }
+  writeWithoutTheHeap(
+      file, "# a scenario of property '" + family.name + "' on backend '" +
+                options.backend + "' in configuration " + result.configuration +
+                ", seed " + std::to_string(options.seed) + " (case seed " +
+                std::to_string(caseSeed) + "), up to the step that " +
+                (step.signal ? "crashed" : "never returned") +
+                " (not shrunk)\n# replay: " + replay + "\n" +
+                commentLines(report) + printScenario(step.prefix()));
   // What the shrinker is given after its own command.
   std::vector<std::string> arguments = {file, "--backend", options.backend};
   if (!options.against.empty())

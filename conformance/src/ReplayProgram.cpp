@@ -9,6 +9,7 @@
 #include "ProgramSupport.h"
 #include "drt/BackendRegistry.h"
 #include "drt/conformance/Configuration.h"
+#include "drt/conformance/CrashArena.h"
 #include "drt/conformance/HostMemoryRetention.h"
 #include "drt/conformance/Plugins.h"
 #include "drt/conformance/Programs.h"
@@ -275,6 +276,7 @@ int replayProgram(int argc, char **argv, ProgramSettings settings) {
   if (settings.name.empty())
     settings.name = "drt-replay";
   reportCrashesOfScenarios();
+  serveCrashReportsFromArena();
   retainFreedHostMemory();
   return runReportingExceptions(settings.name,
                                 [&] { return run(argc, argv, settings); });

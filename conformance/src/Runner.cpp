@@ -2966,11 +2966,16 @@ std::atomic<const RunningScenario *> runningScenario{nullptr};
 
 constexpr std::array FatalSignals = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
 
+std::atomic<void (*)()> beforeCrashReport{nullptr};
+
 void onFatalSignal(int signal) {
   // The report allocates and prints: one that cannot finish (the signal
-  // struck inside the allocator, holding its lock) is ended by the alarm.
+  // struck inside the allocator, holding its lock, and nothing made
+  // allocations safe) is ended by the alarm.
   std::signal(SIGALRM, SIG_DFL);
   alarm(10);
+  if (void (*prepare)() = beforeCrashReport.load())
+    prepare();
   if (const RunningScenario *r = runningScenario.exchange(nullptr))
     reportAbortedStep(*r->scenario, *r->progress, *r->options, 0, signal);
   std::fflush(nullptr);
@@ -2988,6 +2993,8 @@ void reportCrashesOfScenarios() {
   for (int signal : FatalSignals)
     sigaction(signal, &action, nullptr);
 }
+
+void setBeforeCrashReport(void (*prepare)()) { beforeCrashReport = prepare; }
 
 RunResult runScenario(const Scenario &scenario, const RunOptions &options) {
   RunResult result;

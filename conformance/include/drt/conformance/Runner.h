@@ -165,6 +165,12 @@ struct RunResult {
 /// libFuzzer and the sanitizers, which keep the input.
 void reportCrashesOfScenarios();
 
+/// Sets what the handlers of reportCrashesOfScenarios call first, before
+/// the report allocates anything: \p prepare makes the process's
+/// allocations safe after a crash that struck inside the allocator
+/// (serveCrashReportsFromArena, CrashArena.h). Null: none.
+void setBeforeCrashReport(void (*prepare)());
+
 /// Runs \p scenario. The expectations the scenario carries are checked
 /// against the model first (a disagreement is a divergence of the scenario
 /// itself, backend "scenario").
