@@ -1458,9 +1458,16 @@ private:
       c.device = *rng_.pick(ch_.devices);
       int how = int(rng_.below(10));
       uint64_t left = budgetLeft(c.device);
+      // A device without a budget of the scenario's own is held to the
+      // backend's default one: one byte past what is left of it costs a
+      // correct backend nothing (it refuses before allocating).
+      const ModelDevice &md = m_.devices().at(c.device);
+      bool defaultBudget = !md.spec.budget && md.budget();
+      if (defaultBudget)
+        left = md.budget() > md.used ? md.budget() - md.used : 0;
       if (reuseBytes_) {
         c.bytes = *reuseBytes_;
-      } else if (left && how < 3) {
+      } else if (left && how < 3 && (!defaultBudget || how == 1)) {
         // Exactly what is left, one byte more or one byte less.
         c.bytes = left + (how == 1 ? 1 : 0) - (how == 2 && left > 1 ? 1 : 0);
       } else if (how < 7 && !m_.records().empty()) {
@@ -1615,11 +1622,9 @@ Scenario ScenarioGenerator::generate(ChoiceSource &rng, size_t steps) const {
   Model model(
       s.devices,
       [&](const DeviceSpec &spec) {
-        return DeviceTraits{
-            spec.backend.empty()
-                ? capabilities_
-                : probedDeviceTraits(spec.backend, spec).capabilities,
-            0};
+        return spec.backend.empty()
+                   ? DeviceTraits{capabilities_, profile_.defaultMaximumMemory}
+                   : probedDeviceTraits(spec.backend, spec);
       },
       /*trackContents=*/false);
   Drawing drawing(profile_, rng, model);

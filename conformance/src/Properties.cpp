@@ -999,7 +999,14 @@ runPropertyInConfigurations(const PropertyFamily &family,
                  "which this family is not about";
       continue;
     }
-    row.generator.emplace(profile, *caps);
+    GeneratorProfile configured = profile;
+    {
+      DeviceSpec probe;
+      probe.parameters = configurations[i];
+      configured.defaultMaximumMemory =
+          probedDeviceTraits(options.backend, probe).maximumMemory;
+    }
+    row.generator.emplace(configured, *caps);
     active.push_back(&row);
   }
 

@@ -121,6 +121,11 @@ struct GeneratorProfile {
   /// scenario allocates (exact fits and one-byte misses happen), replacing
   /// the budgets in `devices`.
   bool drawBudgets = false;
+  /// maximumMemory() of a device of the configuration declared without a
+  /// budget (the backend's default budget; 0: unknown). The generator holds
+  /// such a device to it, as the runner's model does, so that it can ask
+  /// for one byte past it.
+  uint64_t defaultMaximumMemory = 0;
   /// Percent of added networks whose type is drawn from the size classes of
   /// at least largeNetworkMinBytes (the input space's largest ones), mostly
   /// of a one- or two-byte kind, so that a run covers millions of elements
