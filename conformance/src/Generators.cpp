@@ -58,9 +58,9 @@ public:
   /// One command for the model's current state, or nullopt when the drawn
   /// kind is impossible now.
   std::optional<Command> next() {
-    // A run held back for the fault planned just before it.
-    if (heldRun_)
-      return std::exchange(heldRun_, std::nullopt);
+    // A command held back for the fault planned just before it.
+    if (heldCommand_)
+      return std::exchange(heldCommand_, std::nullopt);
     if (evictNext_) {
       Command c;
       c.kind = CommandKind::EvictNetwork;
@@ -70,8 +70,8 @@ public:
     gather();
     if (std::optional<Command> a = anchorCommand())
       return a;
-    if (runFaultWanted_ && runFaultStepsLeft_ <= 0)
-      runFaultWanted_.reset();
+    if (faultWanted_ && faultWantedStepsLeft_ <= 0)
+      faultWanted_.reset();
     CommandKind kind;
     if (wanted_ && possible(CommandKind::Create) && rng_.percent(80)) {
       kind = CommandKind::Create;
@@ -79,14 +79,15 @@ public:
       kind = *planned;
     } else if (std::optional<CommandKind> ensure = faultedEnsureStep()) {
       kind = *ensure;
-    } else if (runFaultWanted_ && runFaultStepsLeft_-- > 0 &&
+    } else if (faultWanted_ && faultWantedStepsLeft_-- > 0 &&
                rng_.percent(60)) {
-      // A run-site fault waits for a run that reaches the device: work
-      // towards one (a network, then tensors of its type, made as the run
-      // lacks them).
-      kind = possible(CommandKind::Run) && rng_.percent(80)
-                 ? CommandKind::Run
-                 : CommandKind::AddNetwork;
+      // A fault waits for an operation at its site that reaches the
+      // device: work towards one (for a run, a network, then tensors of its
+      // type, made as the run lacks them).
+      CommandKind hitting = kindHitting(faultWanted_->site);
+      kind = possible(hitting) && rng_.percent(80) ? hitting
+             : hitting == CommandKind::Run         ? CommandKind::AddNetwork
+                                                   : CommandKind::Create;
     } else if (largeNet_ && largeStepsLeft_-- > 0 &&
                possible(CommandKind::Run) && rng_.percent(70)) {
       runTarget_ = *largeNet_;
@@ -151,21 +152,29 @@ public:
     if (c && c->kind == CommandKind::FromDevice && !c->release &&
         rng_.percent(40))
       focus_ = CommandKind::ToDevice;
-    // Now and then a run fault planned right before a run (GeneratorProfile::
-    // runFaultPercent): the run fails, and the fault does not wait for a
-    // later command.
-    if (c && c->kind == CommandKind::Run && p_.runFaultPercent &&
-        (runFaultWanted_ || rng_.percent(p_.runFaultPercent))) {
-      const std::string &dev = m_.networkDevices().at(c->target);
+    // A fault planned right before the command it strikes: one that waits
+    // for an operation at its site (faultWanted_), and now and then a run
+    // fault (GeneratorProfile::runFaultPercent). The command fails, and the
+    // fault does not wait for a later one.
+    bool wanted =
+        c && faultWanted_ && kindHitting(faultWanted_->site) == c->kind;
+    if (c && (wanted || (c->kind == CommandKind::Run && p_.runFaultPercent &&
+                         rng_.percent(p_.runFaultPercent)))) {
+      const std::string &dev = c->kind == CommandKind::Run
+                                   ? m_.networkDevices().at(c->target)
+                                   : c->device;
       const ModelDevice &d = m_.devices().at(dev);
-      // Only for a run that would otherwise succeed: one refused earlier
-      // (bindings, budget) never reaches the fault.
+      // Only for a command that would otherwise succeed: one refused
+      // earlier (bindings, budget, residency) never reaches the fault.
       if (d.traits.capabilities.faultInjection && !d.shutDown &&
           Model(m_).apply(*c).outcome == Outcome::ok()) {
-        planFault_ = {dev, FaultSite::Run, 1,
-                      runFaultWanted_ ? *std::exchange(runFaultWanted_, {})
-                                      : nextRunFaultCode()};
-        heldRun_ = std::move(c);
+        planFault_ =
+            wanted
+                ? PlannedFault{dev, faultWanted_->site, 1, faultWanted_->code}
+                : PlannedFault{dev, FaultSite::Run, 1, nextRunFaultCode()};
+        if (wanted)
+          faultWanted_.reset();
+        heldCommand_ = std::move(c);
         return draw(CommandKind::InjectFault);
       }
     }
@@ -1439,13 +1448,16 @@ private:
                        FaultSite::TransferFromDevice, FaultSite::Run}[k % 4];
         c.fault.code = p_.faultCodes[(k / 4 + k) % p_.faultCodes.size()];
       }
-      // A run fault planned at random meets a run only where runs are
-      // frequent: with run faults planned for runs (runFaultPercent), most
-      // wait for the next run that reaches the device instead.
-      if (c.fault.site == FaultSite::Run && p_.runFaultPercent &&
-          rng_.percent(70)) {
-        runFaultWanted_ = c.fault.code;
-        runFaultStepsLeft_ = 16;
+      // A fault planned at random meets an operation at its site only
+      // where those are frequent: most transfer faults, and run faults
+      // where runs are planned for (runFaultPercent), wait for the next
+      // command that reaches the device there instead (one at a time).
+      if (((c.fault.site == FaultSite::Run && p_.runFaultPercent) ||
+           c.fault.site == FaultSite::TransferToDevice ||
+           c.fault.site == FaultSite::TransferFromDevice) &&
+          !faultWanted_ && rng_.percent(70)) {
+        faultWanted_ = WantedFault{c.fault.site, c.fault.code};
+        faultWantedStepsLeft_ = 16;
         return std::nullopt;
       }
       c.fault.nth = unsigned(rng_.between(1, 3));
@@ -1538,7 +1550,7 @@ private:
   std::optional<FaultedEnsurePlan> faultedEnsure_;
   std::optional<PlannedFault> planFault_;
   /// A run drawn after the fault planned for it, issued next.
-  std::optional<Command> heldRun_;
+  std::optional<Command> heldCommand_;
   std::optional<std::string> planEnsure_;
   /// The input space's value classes, in order of first appearance, and the
   /// patterns of each (pickPattern fills them on first use).
@@ -1565,8 +1577,14 @@ private:
   std::vector<ErrorCode> runFaultCodes_;
   /// The code of a run-site fault waiting for a run that reaches the
   /// device, and the steps it may still wait.
-  std::optional<ErrorCode> runFaultWanted_;
-  int runFaultStepsLeft_ = 0;
+  /// A fault waiting for the next command that reaches the device at its
+  /// site, for up to faultWantedStepsLeft_ more commands.
+  struct WantedFault {
+    FaultSite site;
+    ErrorCode code;
+  };
+  std::optional<WantedFault> faultWanted_;
+  int faultWantedStepsLeft_ = 0;
   /// A run's network chosen by an earlier command (an evict, a large add).
   std::optional<std::string> runTarget_;
   /// A large network just added, whose run the next commands work towards,

@@ -275,6 +275,64 @@ BackendRegistry::configurationsToTest(const std::string &name,
       out.push_back(std::move(config));
     }
   }
+  // One factor at a time never sets two non-default values together, so
+  // code that only two of them reach together (a chunk count of one
+  // parameter over a buffer size of another) runs in no configuration.
+  // Combined configurations set every parameter that matters in every
+  // scenario to a non-default test value at once (round r takes each one's
+  // r-th, cycling), where its testedWith agrees with what is set and it
+  // takes no capability away (a value that turns resident tensors off would
+  // leave most properties nothing to run): the non-default values of
+  // parameters with one meet pairwise.
+  auto takesAway = [](const Capabilities &from, const Capabilities &to) {
+    return (from.residentTensors && !to.residentTensors) ||
+           (from.asynchronousCompletion && !to.asynchronousCompletion) ||
+           (from.peerToPeer && !to.peerToPeer) ||
+           (from.memoryBudget && !to.memoryBudget) ||
+           (from.faultInjection && !to.faultInjection) ||
+           (from.deviceLoss && !to.deviceLoss) ||
+           (from.inOrderRuns && !to.inOrderRuns);
+  };
+  auto combined = [&](const BackendParameter &p) {
+    return !base.count(p.name) &&
+           p.scope == BackendParameter::Scope::EveryScenario &&
+           p.testValues.size() > 1;
+  };
+  size_t rounds = 0;
+  for (const BackendParameter &p : find(name)->parameters)
+    if (combined(p))
+      rounds = std::max(rounds, p.testValues.size() - 1);
+  for (size_t r = 0; r < rounds; ++r) {
+    ParameterMap config = base;
+    Capabilities caps = *checked;
+    size_t set = 0;
+    for (const BackendParameter &p : find(name)->parameters) {
+      if (!combined(p))
+        continue;
+      const std::string &value =
+          p.testValues[1 + r % (p.testValues.size() - 1)];
+      bool fits = true;
+      for (const auto &[key, v] : p.testedWith)
+        if (auto it = config.find(key); it != config.end() && it->second != v)
+          fits = false;
+      if (auto it = config.find(p.name);
+          it != config.end() && it->second != value)
+        fits = false;
+      if (!fits)
+        continue;
+      ParameterMap tried = config;
+      tried.insert(p.testedWith.begin(), p.testedWith.end());
+      tried[p.name] = value;
+      Expected<Capabilities> triedCaps = capabilitiesFor(name, tried);
+      if (!triedCaps || takesAway(caps, *triedCaps))
+        continue;
+      config = std::move(tried);
+      caps = *triedCaps;
+      ++set;
+    }
+    if (set >= 2 && std::find(out.begin(), out.end(), config) == out.end())
+      out.push_back(std::move(config));
+  }
   return out;
 }
 

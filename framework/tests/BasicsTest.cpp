@@ -274,14 +274,20 @@ TEST(BackendRegistry, CapabilitiesForAConfigurationNeedNoDevice) {
             ErrorCode::InvalidArgument);
 }
 
-TEST(BackendRegistry, ConfigurationsToTestCoverEveryValueOneFactorAtATime) {
+TEST(BackendRegistry, ConfigurationsToTestCoverEveryValueThenCombineThem) {
   const std::string name = declaringBackend().name;
   BackendRegistry &registry = BackendRegistry::instance();
   auto all = registry.configurationsToTest(name);
   ASSERT_TRUE(all);
-  EXPECT_EQ(*all,
-            (std::vector<ParameterMap>{
-                {}, {{"flag", "1"}}, {{"level", "4"}}, {{"level", "8"}}}));
+  // One factor at a time, then one combined configuration per round of
+  // the most non-default values (level has two): each value of level
+  // meets the non-default flag.
+  EXPECT_EQ(*all, (std::vector<ParameterMap>{{},
+                                             {{"flag", "1"}},
+                                             {{"level", "4"}},
+                                             {{"level", "8"}},
+                                             {{"flag", "1"}, {"level", "4"}},
+                                             {{"flag", "1"}, {"level", "8"}}}));
   auto fixed = registry.configurationsToTest(name, {{"level", "8"}});
   ASSERT_TRUE(fixed);
   EXPECT_EQ(*fixed, (std::vector<ParameterMap>{

@@ -156,7 +156,20 @@ TEST(OpenCLBackend, DeclaresItsParametersAndTheConfigurationsToTest) {
                  {"staging-min-bytes", "0"},
                  {"staging-min-chunks", "4"}},
                 {{"memory-pool-bytes", "0"}},
-                {{"memory-pool-bytes", "65536"}}}));
+                {{"memory-pool-bytes", "65536"}},
+                // Then every parameter at a non-default value at once.
+                {{"memory-pool-bytes", "0"},
+                 {"pinned-staging", "1"},
+                 {"staging-chunk-bytes", "4096"},
+                 {"staging-copy-threads", "2"},
+                 {"staging-min-bytes", "0"},
+                 {"staging-min-chunks", "4"}},
+                {{"memory-pool-bytes", "65536"},
+                 {"pinned-staging", "1"},
+                 {"staging-chunk-bytes", "4096"},
+                 {"staging-copy-threads", "2"},
+                 {"staging-min-bytes", "0"},
+                 {"staging-min-chunks", "4"}}}));
   // A fixed setting that turns staging off leaves the chunk size and the
   // copying threads untested.
   auto unstaged = BackendRegistry::instance().configurationsToTest(

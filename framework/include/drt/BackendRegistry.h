@@ -206,9 +206,15 @@ public:
   /// parameter, and the count grows with the sum of the test values rather
   /// than their product. A parameter's testedWith settings join each of
   /// its non-default values' configurations; a value whose testedWith a
-  /// \p fixed parameter contradicts would test nothing and is left out. A
-  /// testedWith that names an undeclared parameter or a bad value is
-  /// InvalidArgument naming both parameters.
+  /// \p fixed parameter contradicts would test nothing and is left out.
+  /// Then combined configurations, one per round r up to the most
+  /// non-default test values any such parameter has: each sets every
+  /// swept parameter of Scope::EveryScenario to its r-th non-default value
+  /// (cycling) where its testedWith agrees with the values already set and
+  /// it takes no capability away, kept when it sets two or more and is
+  /// not listed already; so code that two non-default values reach only
+  /// together runs too. A testedWith that names an undeclared parameter or
+  /// a bad value is InvalidArgument naming both parameters.
   Expected<std::vector<ParameterMap>>
   configurationsToTest(const std::string &name,
                        const ParameterMap &fixed = {}) const;
