@@ -1,5 +1,6 @@
 # drt_add_framework_mutant(NAME PATCH)
-# Builds libdrt_framework.so with PATCH applied to the framework sources, into
+# Builds libdrt_framework.so with PATCH applied to the framework sources
+# (src/, or a header of include/), into
 # ${CMAKE_BINARY_DIR}/mutants/NAME/lib under the same soname as the real one:
 # a program run with LD_LIBRARY_PATH pointing there uses the mutant. Only the
 # files the patch changes are recompiled; the rest are the real objects.
@@ -12,17 +13,26 @@ function(drt_add_framework_mutant name patch)
   if(NOT touched)
     message(FATAL_ERROR "mutant ${name}: ${patch} changes no file")
   endif()
+  # A patch to a public header changes every source that may include it:
+  # all of them are recompiled, against the patched copy of include/.
+  set(header_patched FALSE)
+  foreach(file ${touched})
+    if(file MATCHES "^include/")
+      set(header_patched TRUE)
+    endif()
+  endforeach()
   set(patched_sources)
   set(objects)
   foreach(source ${DRT_FRAMEWORK_SOURCES})
     get_filename_component(unit ${source} NAME_WE)
-    if(source IN_LIST touched)
+    if(header_patched OR source IN_LIST touched)
       list(APPEND patched_sources ${dir}/${source})
     else()
       list(APPEND objects $<TARGET_OBJECTS:drt_framework_obj_${unit}>)
     endif()
   endforeach()
-  file(GLOB framework_files ${framework_dir}/src/*)
+  file(GLOB_RECURSE framework_files ${framework_dir}/src/*
+       ${framework_dir}/include/*)
   add_custom_command(
     OUTPUT ${dir}/applied.stamp ${patched_sources}
     COMMAND ${CMAKE_COMMAND} -DSRC=${framework_dir} -DDST=${dir}
@@ -32,7 +42,8 @@ function(drt_add_framework_mutant name patch)
     COMMENT "Applying mutant ${name}")
   set(target drt_framework_mutant_${name})
   add_library(${target} SHARED ${patched_sources} ${objects})
-  target_include_directories(${target} PRIVATE ${framework_dir}/include
+  target_include_directories(${target} PRIVATE ${dir}/include
+                                               ${framework_dir}/include
                                                ${dir}/src)
   target_link_libraries(${target} PRIVATE Threads::Threads)
   # Mutants are bugs on purpose; their warnings are not the project's.

@@ -16,6 +16,10 @@ namespace {
 
 using Name = const std::string *;
 
+/// The most commands of a fan-in block: the create, the upload, a view per
+/// branch and three commands of each branch.
+constexpr size_t FanInMostCommands = 2 + MaxBranches + 3 * MaxBranches;
+
 bool resident(const ModelRecord &r) {
   return r.state == ResidencyState::Device ||
          r.state == ResidencyState::Mirrored;
@@ -1632,6 +1636,12 @@ Scenario ScenarioGenerator::generate(uint64_t seed, size_t steps) const {
 Scenario ScenarioGenerator::generate(ChoiceSource &rng, size_t steps) const {
   Scenario s;
   s.devices = profile_.devices;
+  bool fanIn = profile_.parallelBranches >= MaxBranches &&
+               profile_.fanInPercent && rng.percent(profile_.fanInPercent);
+  if (fanIn)
+    for (DeviceSpec &d : s.devices)
+      d.parameters.insert(profile_.fanInDeviceParameters.begin(),
+                          profile_.fanInDeviceParameters.end());
   if (profile_.drawBudgets)
     for (DeviceSpec &d : s.devices)
       d.budget = drawBudget(rng, profile_.space);
@@ -1650,7 +1660,9 @@ Scenario ScenarioGenerator::generate(ChoiceSource &rng, size_t steps) const {
   // Room for the parallel block: a view per branch of each shared record,
   // and the branches' commands.
   size_t block = 0;
-  if (profile_.parallelBranches > 1)
+  if (fanIn)
+    block = std::min(steps, FanInMostCommands);
+  else if (profile_.parallelBranches > 1)
     block =
         std::min(steps / 2, size_t(MaxBranches) * (2 + profile_.branchLength));
   size_t sequentialSteps = steps - block;
@@ -1665,7 +1677,9 @@ Scenario ScenarioGenerator::generate(ChoiceSource &rng, size_t steps) const {
     c->expect = model.apply(*c).outcome;
     s.commands.push_back(std::move(*c));
   }
-  if (block && !rng.exhausted())
+  if (fanIn && !rng.exhausted())
+    addFanInBlock(s, model, rng, steps);
+  else if (block && !rng.exhausted())
     addParallelBlock(s, model, rng, steps);
   return s;
 }
@@ -1919,6 +1933,104 @@ void ScenarioGenerator::addParallelBlock(Scenario &s, Model &model,
       case CommandKind::FromDevice:
         c.device = devices[rng.below(devices.size())];
         c.release = rng.percent(50);
+        break;
+      case CommandKind::Refill:
+        c.pattern = 1 + rng.below(200);
+        break;
+      default:
+        break;
+      }
+      s.commands.push_back(c);
+    }
+  }
+}
+
+void ScenarioGenerator::addFanInBlock(Scenario &s, Model &model,
+                                      ChoiceSource &rng, size_t steps) const {
+  // The create, the upload, a view and a command per branch.
+  if (steps < s.commands.size() + 2 + 2 * size_t(MaxBranches))
+    return;
+  std::string device;
+  for (const auto &[name, d] : model.devices())
+    if (!d.shutDown) {
+      device = name;
+      break;
+    }
+  if (device.empty())
+    return;
+  auto append = [&](Command c) {
+    c.expect = model.apply(c).outcome;
+    s.commands.push_back(std::move(c));
+  };
+  // A record large enough that its transfers take a while on any backend.
+  Command create;
+  create.kind = CommandKind::Create;
+  create.target = "fan";
+  while (model.tensor(create.target))
+    create.target += "_";
+  create.elemKind = ElemKind::Float32;
+  create.dims = {rng.percent(50) ? size_t(64) * 1024 : size_t(256) * 1024};
+  create.pattern = 1 + rng.below(200);
+  append(create);
+  Command upload;
+  upload.kind = CommandKind::ToDevice;
+  upload.target = create.target;
+  upload.device = device;
+  append(upload);
+  std::vector<std::string> views;
+  for (int b = 1; b <= MaxBranches; ++b) {
+    Command v;
+    v.kind = CommandKind::View;
+    v.target = create.target + "_" + std::to_string(b);
+    while (model.tensor(v.target))
+      v.target += "_";
+    v.source = create.target;
+    v.dims = create.dims;
+    append(v);
+    views.push_back(v.target);
+  }
+  // The holder reads the record back, uploads it again and reads it back
+  // once more: three windows in which it is busy, so that the others'
+  // later commands meet one of them though the threads start in any order.
+  // The others mostly only wait: a read, a write or a release sets no busy
+  // of its own whose end would pass a wakeup on to the next waiter (one in
+  // ten is a read-back, which does).
+  int holder = 1 + int(rng.below(MaxBranches));
+  static constexpr std::array<std::pair<CommandKind, unsigned>, 4> Waits = {
+      {{CommandKind::Read, 4},
+       {CommandKind::Refill, 3},
+       {CommandKind::Release, 2},
+       {CommandKind::FromDevice, 1}}};
+  for (int b = 1; b <= MaxBranches; ++b) {
+    // Every later branch keeps room for its one command.
+    size_t left = steps - s.commands.size() - size_t(MaxBranches - b);
+    size_t length = std::min<size_t>(3, left);
+    for (size_t k = 0; k < length; ++k) {
+      Command c;
+      c.branch = b;
+      c.target = views[size_t(b - 1)];
+      if (b == holder) {
+        c.kind = k == 1 ? CommandKind::ToDevice : CommandKind::FromDevice;
+      } else {
+        unsigned at = unsigned(rng.below(10));
+        for (const auto &[kind, weight] : Waits) {
+          if (at < weight) {
+            c.kind = kind;
+            break;
+          }
+          at -= weight;
+        }
+      }
+      switch (c.kind) {
+      case CommandKind::ToDevice:
+      case CommandKind::Release:
+        c.device = device;
+        break;
+      case CommandKind::FromDevice:
+        c.device = device;
+        // The holder releases the device copy, so that its upload moves
+        // the record again.
+        c.release = b == holder || rng.percent(50);
         break;
       case CommandKind::Refill:
         c.pattern = 1 + rng.below(200);

@@ -402,11 +402,18 @@ std::vector<PropertyFamily> makeFamilies() {
           p.branchLength = 4;
           p.branchShutdownPercent = 25;
           p.branchFaultPercent = 20;
+          // Two waiters on one busy record need a shape of their own; on
+          // the fake device (async=1) its read-back then takes up to 3 ms
+          // instead of 0.2, long enough for the other branches to arrive.
+          p.fanInPercent = 50;
+          p.fanInDeviceParameters = {{"fake:max-delay-us", "3000"}};
           return p;
         },
         // Whether branches overlap in time is the machine's doing, not the
-        // generator's: counted (branches-overlapped), not required.
-        {"parallel-block", "linearized"}};
+        // generator's: counted (branches-overlapped), not required. Two
+        // branches meeting one record busy together is what fan-in blocks
+        // are for: required.
+        {"parallel-block", "linearized", "waiters-on-busy-record"}};
     parallel.steps = 20;
     f.push_back(std::move(parallel));
   }

@@ -2381,6 +2381,36 @@ std::optional<Difference> runParallelBlock(
   };
   if (overlapped())
     ++labels[CoverageLabel("branches-overlapped")];
+  // Two or more other branches invoked a command on a record while one
+  // branch's transfer of it was in flight: they met it busy together, where
+  // a wakeup of one waiter only would strand the others.
+  auto recordOf = [&](const Command &c) {
+    const ModelTensor *t = model.tensor(c.target);
+    return t && !t->empty() ? t->record : -1;
+  };
+  auto waitersTogether = [&] {
+    for (size_t a = 0; a < history.size(); ++a)
+      for (const BranchEvent &h : history[a]) {
+        int record = recordOf(*h.command);
+        if (record < 0 || (h.command->kind != CommandKind::ToDevice &&
+                           h.command->kind != CommandKind::FromDevice))
+          continue;
+        int waiters = 0;
+        for (size_t b = 0; b < history.size(); ++b)
+          if (b != a && std::any_of(history[b].begin(), history[b].end(),
+                                    [&](const BranchEvent &x) {
+                                      return recordOf(*x.command) == record &&
+                                             h.invoked < x.invoked &&
+                                             x.invoked < h.returned;
+                                    }))
+            ++waiters;
+        if (waiters >= 2)
+          return true;
+      }
+    return false;
+  };
+  if (waitersTogether())
+    ++labels[CoverageLabel("waiters-on-busy-record")];
   for (const auto &branch : history)
     for (const BranchEvent &e : branch)
       if (e.command->kind == CommandKind::Shutdown)

@@ -117,6 +117,18 @@ struct GeneratorProfile {
   /// that which of the others' operations it strikes is the interleaving's
   /// doing; such a block runs no network (validateScenario).
   unsigned branchFaultPercent = 0;
+  /// Percent of parallel blocks of the fan-in shape (with parallelBranches
+  /// of MaxBranches): a fresh record of 256 KiB or 1 MiB is uploaded, then
+  /// every branch names it through a view of its own; one branch holds it
+  /// with a read-back, an upload and a read-back, the others wait on it
+  /// (reads, writes, releases, transfers). Two or more threads then wait on one
+  /// busy record at once, where waking one waiter only strands the others;
+  /// random branch commands almost never line up so. 0: none.
+  unsigned fanInPercent = 0;
+  /// Parameters the devices of a scenario with a fan-in block get, which
+  /// keep its holding operation in flight long enough for the waiters to
+  /// arrive ("BACKEND:KEY" reaches that backend's devices only).
+  std::map<std::string, std::string> fanInDeviceParameters;
   /// When set, each device's budget is drawn relative to the sizes the
   /// scenario allocates (exact fits and one-byte misses happen), replacing
   /// the budgets in `devices`.
@@ -167,6 +179,10 @@ private:
   /// \p model, keeping \p s within \p steps commands.
   void addParallelBlock(Scenario &s, Model &model, ChoiceSource &rng,
                         size_t steps) const;
+  /// Appends a fan-in block (GeneratorProfile::fanInPercent) to \p s the
+  /// same way.
+  void addFanInBlock(Scenario &s, Model &model, ChoiceSource &rng,
+                     size_t steps) const;
 
   GeneratorProfile profile_;
   Capabilities capabilities_;
