@@ -162,9 +162,10 @@ protected:
                               const uint8_t *, uint8_t *) const {
     return false;
   }
-  /// Computes node \p index of \p function over \p values.
-  void computeNode(const Function &function, size_t index,
-                   RunValues &values) const {
+  /// Computes node \p index of \p function over \p values; a mutant whose
+  /// bug spans nodes overrides it.
+  virtual void computeNode(const Function &function, size_t index,
+                           RunValues &values) const {
     const Node &node = function.nodes()[index];
     const Type &type = function.findPlaceholder(node.output)->type;
     size_t size = elemSize(type.kind);
@@ -1053,6 +1054,40 @@ protected:
   }
 };
 
+/// An f32 add that reads the product of the node just before it is one fused
+/// multiply-add (contraction, as a GPU compiler makes of a * b + c): the
+/// product is not rounded on its own. Only inexact products show it.
+class MulAddContracted final : public RecomputingDevice {
+public:
+  using RecomputingDevice::RecomputingDevice;
+  ~MulAddContracted() override { shutdown(); }
+
+protected:
+  void computeNode(const Function &function, size_t index,
+                   RunValues &values) const override {
+    const Node &node = function.nodes()[index];
+    const Node *before = index > 0 ? &function.nodes()[index - 1] : nullptr;
+    const Type &type = function.findPlaceholder(node.output)->type;
+    if (type.kind != ElemKind::Float32 || node.op != OpKind::Add || !before ||
+        before->op != OpKind::Mul ||
+        (node.inputs[0] != before->output && node.inputs[1] != before->output))
+      return RecomputingDevice::computeNode(function, index, values);
+    const uint8_t *x = values.at(before->inputs[0]).data();
+    const uint8_t *y = values.at(before->inputs[1]).data();
+    const uint8_t *c =
+        values
+            .at(node.inputs[0] == before->output ? node.inputs[1]
+                                                 : node.inputs[0])
+            .data();
+    uint8_t *out = values.at(node.output).data();
+    for (size_t i = 0, n = elementsComputed(type); i < n; ++i) {
+      size_t at = i * sizeof(float);
+      store(out + at, std::fma(load<float>(x + at), load<float>(y + at),
+                               load<float>(c + at)));
+    }
+  }
+};
+
 /// The alignment a device was configured with (the fake device's
 /// `alignment` parameter).
 uint64_t configuredAlignment(const DeviceManager &device) {
@@ -1351,6 +1386,9 @@ DRT_REGISTER_BACKEND(mutant<BudgetCheckRoundsDown>(
 DRT_REGISTER_BACKEND(mutant<RunGroupsNodesByOp>(
     "run-groups-nodes-by-op",
     "nodes run grouped by op, out of order in networks of 3+ nodes"));
+DRT_REGISTER_BACKEND(mutant<MulAddContracted>(
+    "mul-add-contracted",
+    "an f32 add of the previous node's product is one fused multiply-add"));
 DRT_REGISTER_BACKEND(mutant<LargePageBudgetCountsPages>(
     "large-page-budget-counts-pages",
     "with alignment >= 4 KiB, the budget check counts whole pages: exact "

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <memory>
 #include <optional>
+#include <set>
 #include <tuple>
 #include <utility>
 
@@ -56,8 +57,9 @@ struct Choices {
 /// Draws one scenario: the model is the state, each command is drawn for it.
 class Drawing {
 public:
-  Drawing(const GeneratorProfile &profile, ChoiceSource &rng, Model &model)
-      : p_(profile), rng_(rng), m_(model) {}
+  Drawing(const GeneratorProfile &profile, ChoiceSource &rng, Model &model,
+          const std::map<std::string, int> *reached)
+      : p_(profile), rng_(rng), m_(model), reached_(reached) {}
 
   /// One command for the model's current state, or nullopt when the drawn
   /// kind is impossible now.
@@ -371,7 +373,18 @@ private:
       if (p_.kindsPerScenario && p_.kindsPerScenario < all.size()) {
         std::vector<ElemKind> some;
         while (some.size() < p_.kindsPerScenario) {
-          size_t i = size_t(rng_.below(all.size()));
+          // A kind weighs one more than its node pairs not yet covered.
+          std::vector<unsigned> weights;
+          unsigned total = 0;
+          for (ElemKind k : all) {
+            weights.push_back(1 + (p_.coverNodePairs
+                                       ? unsigned(uncoveredPairs(k).size())
+                                       : 0));
+            total += weights.back();
+          }
+          size_t i = 0;
+          for (unsigned at = unsigned(rng_.below(total)); at >= weights[i]; ++i)
+            at -= weights[i];
           some.push_back(all[i]);
           all.erase(all.begin() + std::ptrdiff_t(i));
         }
@@ -647,11 +660,49 @@ private:
     return {k};
   }
 
+  static constexpr std::array<OpKind, 5> Ops = {
+      OpKind::Add, OpKind::Mul, OpKind::Relu, OpKind::Scale, OpKind::Copy};
+
+  /// The pairs of operations (producer, consumer) of \p kind whose
+  /// node-pair label the run has not reached and that no network of this
+  /// scenario has been made for.
+  std::vector<std::pair<OpKind, OpKind>> uncoveredPairs(ElemKind kind) const {
+    std::vector<std::pair<OpKind, OpKind>> out;
+    if (!reached_)
+      return out;
+    for (OpKind a : Ops)
+      for (OpKind b : Ops) {
+        std::string label = "node-pair-" + std::string(elemKindName(kind)) +
+                            "-" + std::string(opKindName(a)) + "-" +
+                            std::string(opKindName(b));
+        if (!reached_->count(label) && !plannedPairs_.count({kind, a, b}))
+          out.emplace_back(a, b);
+      }
+    return out;
+  }
+
+  /// The operation of node \p i of a network of \p kind whose previous node
+  /// is \p before: with coverNodePairs, mostly one that makes a pair not yet
+  /// covered (node 0: the producer of one), else any.
+  OpKind pickOp(ElemKind kind, size_t i, OpKind before) {
+    if (p_.coverNodePairs && rng_.percent(75)) {
+      std::vector<std::pair<OpKind, OpKind>> open = uncoveredPairs(kind);
+      if (i > 0)
+        std::erase_if(open, [&](const auto &p) { return p.first != before; });
+      if (!open.empty()) {
+        const auto &[producer, consumer] = rng_.pick(open);
+        if (i == 0)
+          return producer;
+        plannedPairs_.insert({kind, producer, consumer});
+        return consumer;
+      }
+    }
+    return Ops[rng_.below(Ops.size())];
+  }
+
   /// A network of 1 to maxNetworkNodes element-wise nodes over inputs x, y,
   /// z; node outputs feed later nodes.
   std::vector<NetworkNode> pickNodes(ElemKind kind) {
-    static const OpKind Ops[] = {OpKind::Add, OpKind::Mul, OpKind::Relu,
-                                 OpKind::Scale, OpKind::Copy};
     // Every output needs a tensor of its own: mostly one or two nodes, yet
     // often enough three or more, where evaluation order shows.
     size_t most = std::max<size_t>(1, p_.maxNetworkNodes);
@@ -669,7 +720,7 @@ private:
     std::vector<NetworkNode> nodes;
     for (size_t i = 0; i < count; ++i) {
       NetworkNode n;
-      n.op = Ops[rng_.below(5)];
+      n.op = pickOp(kind, i, i > 0 ? nodes.back().op : OpKind::Copy);
       n.output = "o" + std::to_string(i);
       size_t arity = (n.op == OpKind::Add || n.op == OpKind::Mul) ? 2 : 1;
       // Half the time an input is the previous node's output: chains, as
@@ -686,6 +737,11 @@ private:
           other = values.size() - 1;
         n.inputs[1] = values[other];
       }
+      // A pair covered is a node reading the output of the one before it.
+      if (p_.coverNodePairs && i > 0 &&
+          std::find(n.inputs.begin(), n.inputs.end(), values.back()) ==
+              n.inputs.end())
+        n.inputs[rng_.below(arity)] = values.back();
       if (n.op == OpKind::Scale)
         n.factor = pickFactor(kind);
       nodes.push_back(std::move(n));
@@ -1564,6 +1620,11 @@ private:
   std::optional<std::vector<ElemKind>> networkKinds_;
   /// The element kinds of this scenario (scenarioKinds).
   std::optional<std::vector<ElemKind>> kinds_;
+  /// The (kind, producer, consumer) triples networks of this scenario were
+  /// made for.
+  std::set<std::tuple<ElemKind, OpKind, OpKind>> plannedPairs_;
+  /// The labels the run reached before this scenario, or null.
+  const std::map<std::string, int> *reached_;
   size_t tensorCount_ = 0;
   size_t locationCount_ = 0;
   /// The names of the last raw allocations drawn.
@@ -1628,12 +1689,16 @@ ScenarioGenerator::ScenarioGenerator(GeneratorProfile profile,
                                      Capabilities capabilities)
     : profile_(std::move(profile)), capabilities_(capabilities) {}
 
-Scenario ScenarioGenerator::generate(uint64_t seed, size_t steps) const {
+Scenario
+ScenarioGenerator::generate(uint64_t seed, size_t steps,
+                            const std::map<std::string, int> *reached) const {
   RandomSource rng(seed);
-  return generate(rng, steps);
+  return generate(rng, steps, reached);
 }
 
-Scenario ScenarioGenerator::generate(ChoiceSource &rng, size_t steps) const {
+Scenario
+ScenarioGenerator::generate(ChoiceSource &rng, size_t steps,
+                            const std::map<std::string, int> *reached) const {
   Scenario s;
   s.devices = profile_.devices;
   bool fanIn = profile_.parallelBranches >= MaxBranches &&
@@ -1655,7 +1720,7 @@ Scenario ScenarioGenerator::generate(ChoiceSource &rng, size_t steps) const {
                    : probedDeviceTraits(spec.backend, spec);
       },
       /*trackContents=*/false);
-  Drawing drawing(profile_, rng, model);
+  Drawing drawing(profile_, rng, model, reached);
   s.commands.reserve(steps);
   // Room for the parallel block: a view per branch of each shared record,
   // and the branches' commands.

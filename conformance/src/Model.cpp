@@ -122,6 +122,38 @@ std::vector<KnownBytes::Range> KnownBytes::within(size_t begin,
 
 namespace {
 
+/// Whether \p v holds a known element of \p kind, among \p elements, whose
+/// sums and products round: for a float kind a finite one that is not a
+/// small integer (up to 2^12 in magnitude, whose products are exact), for
+/// an integer kind any (integers do not round; they wrap the same way in
+/// any order). Operands like these tell a backend that fuses or reorders
+/// nodes (a contracted multiply-add, a wider intermediate) from one that
+/// rounds each node as semantics section 7 says.
+bool roundsSomewhere(const Values &v, ElemKind kind, size_t elements) {
+  if (!isFloatingPoint(kind))
+    return std::any_of(v.known.begin(), v.known.end(),
+                       [](uint8_t k) { return k != Unknown; });
+  size_t size = elemSize(kind);
+  for (size_t i = 0; i < elements; ++i) {
+    const uint8_t *p = v.data.data() + i * size;
+    if (v.known[i * size] == Unknown)
+      continue;
+    float x = kind == ElemKind::Float32   ? load<float>(p)
+              : kind == ElemKind::Float16 ? halfToFloat(load<uint16_t>(p))
+                                          : bfloat16ToFloat(load<uint16_t>(p));
+    if (std::isfinite(x) && (x != std::nearbyint(x) || std::fabs(x) > 4096))
+      return true;
+  }
+  return false;
+}
+
+/// An operation's name after a dash, for the node-pair labels.
+std::string_view dashedOpName(OpKind op) {
+  static constexpr std::string_view Names[] = {"-add", "-mul", "-relu",
+                                               "-scale", "-copy"};
+  return Names[size_t(op)];
+}
+
 bool isResident(const ModelRecord &r) {
   return r.state == ResidencyState::Device ||
          r.state == ResidencyState::Mirrored;
@@ -700,6 +732,21 @@ Outcome Model::run(const Command &c, Step &step) {
       Values out;
       computeNode(n, add.elemKind, in, out, type.numElements());
       values[n.output] = std::move(out);
+    }
+    // Adjacent nodes of which the second reads the first's output, over
+    // operands that round: the pairs numerics covers one by one.
+    for (size_t i = 1; i < add.nodes.size(); ++i) {
+      const NetworkNode &p = add.nodes[i - 1], &n = add.nodes[i];
+      if (std::find(n.inputs.begin(), n.inputs.end(), p.output) ==
+              n.inputs.end() ||
+          std::none_of(p.inputs.begin(), p.inputs.end(),
+                       [&](const std::string &name) {
+                         return roundsSomewhere(values.at(name), add.elemKind,
+                                                type.numElements());
+                       }))
+        continue;
+      step.labels.push_back({"node-pair-", elemKindName(add.elemKind),
+                             dashedOpName(p.op), dashedOpName(n.op)});
     }
   }
   for (const Output &o : outputs) {

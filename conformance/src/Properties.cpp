@@ -268,6 +268,9 @@ std::vector<PropertyFamily> makeFamilies() {
                  // values a run, for about the same cost a case.
                  p.minNetworkNodes = 2;
                  p.maxNetworkNodes = 6;
+                 // Each pair of adjacent operations per kind on purpose: a
+                 // backend that fuses or reorders nodes shows on one pair.
+                 p.coverNodePairs = true;
                  return p;
                },
                {"run-succeeded"}});
@@ -828,7 +831,7 @@ void runCases(Row &row, const PropertyFamily &family,
     seed = caseSeed(result.seed, row.index);
     RandomSource lengths(seed ^ 0x5bd1e995u);
     Scenario s = row.generator->generate(
-        seed, size_t(lengths.between(minSteps, maxSteps)));
+        seed, size_t(lengths.between(minSteps, maxSteps)), &result.labels);
     Scenario configured =
         configureScenario(s, options.backend, result.parameters);
     RunResult r = runScenario(configured, caseRun);

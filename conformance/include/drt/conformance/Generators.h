@@ -57,6 +57,13 @@ struct GeneratorProfile {
   /// tensors then fit a network, while every kind still comes up across
   /// cases.
   size_t kindsPerScenario = 0;
+  /// When set, every network node after the first reads the output of the
+  /// node before it, and a scenario generated with the labels its run has
+  /// reached favours the element kinds and the pairs of adjacent operations
+  /// (producer, consumer) whose `node-pair-KIND-PRODUCER-CONSUMER` label is
+  /// not among them yet: each of the 150 triples comes up on purpose, not
+  /// once in many cases by chance.
+  bool coverNodePairs = false;
   /// Percent of created tensors filled from the unusual value classes
   /// (specials, extremes, rounding, random bits) whatever they are made for;
   /// the others draw a class uniformly, as do tensors made for a run half
@@ -165,12 +172,17 @@ public:
 
   /// The scenario of \p steps commands that \p seed gives. The expectations
   /// of its commands are the model's predictions for the capabilities.
-  Scenario generate(uint64_t seed, size_t steps) const;
+  /// With \p reached, the coverage labels the run has reached so far, the
+  /// scenario goes for what they lack where the profile says so
+  /// (coverNodePairs).
+  Scenario generate(uint64_t seed, size_t steps,
+                    const std::map<std::string, int> *reached = nullptr) const;
 
   /// The scenario of at most \p steps commands whose every choice comes
   /// from \p choices; it ends early when \p choices is exhausted. With a
   /// RandomSource of seed S it is generate(S, steps).
-  Scenario generate(ChoiceSource &choices, size_t steps) const;
+  Scenario generate(ChoiceSource &choices, size_t steps,
+                    const std::map<std::string, int> *reached = nullptr) const;
 
   const GeneratorProfile &profile() const { return profile_; }
 
