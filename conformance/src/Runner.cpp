@@ -25,6 +25,7 @@
 #include <cxxabi.h>
 #include <deque>
 #include <latch>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -745,10 +746,14 @@ public:
   bool anyAsynchronous() const { return anyAsynchronous_; }
 
   std::string setup() {
+    // Devices of one backend are numbered in the scenario's order: where a
+    // backend finds several physical devices, two of a scenario are two.
+    std::map<std::string, uint32_t> ordinals;
     for (const DeviceSpec &spec : scenario_.devices) {
       const std::string &backend = deviceBackend(spec, backend_);
-      auto device =
-          BackendRegistry::instance().create(backend, deviceConfigOf(spec));
+      DeviceConfig config = deviceConfigOf(spec);
+      config.ordinal = ordinals[backend]++;
+      auto device = BackendRegistry::instance().create(backend, config);
       if (!device)
         return "cannot create device '" + spec.name + "' of backend '" +
                backend + "': " + device.takeError().toString();

@@ -741,7 +741,8 @@ const std::vector<BackendParameter> &openCLParameters() {
                                    {"staging-min-bytes", "0"}};
     BackendParameter deviceIndex = BackendParameter::unsignedInRange(
         "device-index", 0, 0, std::numeric_limits<uint32_t>::max(),
-        "which of the matching devices to use");
+        "which of the matching devices to use (default: the device's "
+        "ordinal among those created together, modulo their count)");
     deviceIndex.untestedBecause =
         "it chooses the device to test, not how the backend works";
     return std::vector<BackendParameter>{

@@ -410,6 +410,8 @@ Expected<SelectedDevice> selectDevice(OpenCLDriver &driver,
   Expected<uint64_t> deviceIndex = config.uintParameter("device-index", 0);
   if (!deviceIndex)
     return deviceIndex.takeError();
+  // Not told which: the config's ordinal, over the devices that match.
+  bool byOrdinal = !config.parameter("device-index");
 
   auto platforms = enumerate(driver);
   if (!platforms)
@@ -429,6 +431,8 @@ Expected<SelectedDevice> selectDevice(OpenCLDriver &driver,
         candidates.push_back(d);
     if (candidates.empty())
       continue;
+    if (byOrdinal)
+      *deviceIndex = config.ordinal % candidates.size();
     if (*deviceIndex >= candidates.size())
       return makeError(ErrorCode::InvalidArgument,
                        "device '" + config.name + "': device-index " +

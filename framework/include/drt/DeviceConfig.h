@@ -22,6 +22,12 @@ struct DeviceConfig {
   uint64_t memoryBudget = 0;
   /// When set, runFunction brings every output back to host itself.
   bool copyDeviceTensorsToHost = false;
+  /// Which of the devices of one backend that a caller creates together
+  /// this one is (0 for the first). A backend that finds several physical
+  /// devices and is not told which to use places device n on the n-th of
+  /// them (modulo their count), so that two devices of a scenario are two
+  /// physical devices where there are two.
+  uint32_t ordinal = 0;
   /// Backend parameters ("async" = "1", "seed" = "42", ...): the ones the
   /// backend declares (BackendInfo::parameters); its init() refuses any
   /// other. BackendRegistry::create passes on a key written "BACKEND:KEY"
