@@ -104,10 +104,14 @@ fi
 # machine changes: its replay gets more processes to fail in.
 # Its shrinking keeps a smaller candidate only when that fails again, so
 # it stops at a larger scenario: one of up to 12 steps passes.
+# A scenario on an asynchronous device (completions on a worker thread, the
+# fake device's async=1) hangs on the scheduler too: as many processes.
 tries=3
 if grep -q '^|' "$file"; then
   tries=10
   ((max_steps < 12)) && max_steps=12
+elif grep -qE 'async=1' <<< "$line" || grep -qE '^device .*async=1' "$file"; then
+  tries=10
 fi
 replayed_passes=0
 while ((replayed_passes < tries)) &&
