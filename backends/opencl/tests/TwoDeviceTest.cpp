@@ -46,6 +46,25 @@ TEST_F(OpenCLTwoDevices, AreDistinctDevices) {
   EXPECT_EQ(second_->programBuilds(), second_->programReused() ? 0u : 1u);
 }
 
+TEST_F(OpenCLTwoDevices, WithoutADeviceIndexTheOrdinalChoosesTheDevice) {
+  // Devices a caller creates together (the runner numbers a scenario's)
+  // land on different devices.
+  for (uint32_t ordinal : {0u, 1u}) {
+    DeviceConfig config = configNamed("ordinal" + std::to_string(ordinal), {});
+    config.ordinal = ordinal;
+    OpenCLDeviceManager device(config);
+    Error e = device.init();
+    ASSERT_TRUE(e.isSuccess()) << e.toString();
+    EXPECT_EQ(device.deviceInfo().deviceIndex, ordinal);
+  }
+  // A device-index given wins over the ordinal.
+  DeviceConfig config = configNamed("fixed", {{"device-index", "0"}});
+  config.ordinal = 1;
+  OpenCLDeviceManager fixed(config);
+  ASSERT_TRUE(fixed.init().isSuccess());
+  EXPECT_EQ(fixed.deviceInfo().deviceIndex, 0u);
+}
+
 TEST_F(OpenCLTwoDevices, TensorMovesBetweenDevicesWithItsContents) {
   Tensor t(ElemKind::Int32, {1000}, "t");
   std::vector<int32_t> values(1000);
