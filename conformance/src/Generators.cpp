@@ -672,10 +672,8 @@ private:
       return out;
     for (OpKind a : Ops)
       for (OpKind b : Ops) {
-        std::string label = "node-pair-" + std::string(elemKindName(kind)) +
-                            "-" + std::string(opKindName(a)) + "-" +
-                            std::string(opKindName(b));
-        if (!reached_->count(label) && !plannedPairs_.count({kind, a, b}))
+        if (!reached_->count(nodePairLabel(kind, a, b).text()) &&
+            !plannedPairs_.count({kind, a, b}))
           out.emplace_back(a, b);
       }
     return out;

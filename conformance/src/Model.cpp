@@ -147,19 +147,20 @@ bool roundsSomewhere(const Values &v, ElemKind kind, size_t elements) {
   return false;
 }
 
-/// An operation's name after a dash, for the node-pair labels.
-std::string_view dashedOpName(OpKind op) {
-  static constexpr std::string_view Names[] = {"-add", "-mul", "-relu",
-                                               "-scale", "-copy"};
-  return Names[size_t(op)];
-}
-
 bool isResident(const ModelRecord &r) {
   return r.state == ResidencyState::Device ||
          r.state == ResidencyState::Mirrored;
 }
 
 } // namespace
+
+CoverageLabel nodePairLabel(ElemKind kind, OpKind producer, OpKind consumer) {
+  // Parts are viewed, not copied: the operations' names after a dash.
+  static constexpr std::string_view Dashed[] = {"-add", "-mul", "-relu",
+                                                "-scale", "-copy"};
+  return {"node-pair-", elemKindName(kind), Dashed[size_t(producer)],
+          Dashed[size_t(consumer)]};
+}
 
 bool validDims(const std::vector<size_t> &dims, ElemKind kind) {
   // A type needs at least one dimension (semantics.md §1).
@@ -745,8 +746,7 @@ Outcome Model::run(const Command &c, Step &step) {
                                                 type.numElements());
                        }))
         continue;
-      step.labels.push_back({"node-pair-", elemKindName(add.elemKind),
-                             dashedOpName(p.op), dashedOpName(n.op)});
+      step.labels.push_back(nodePairLabel(add.elemKind, p.op, n.op));
     }
   }
   for (const Output &o : outputs) {

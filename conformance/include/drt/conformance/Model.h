@@ -190,6 +190,12 @@ private:
   std::array<std::string_view, 4> parts_;
 };
 
+/// The label of a run whose network node of \p consumer reads the output of
+/// the node of \p producer just before it, over \p kind operands that
+/// round: "node-pair-KIND-PRODUCER-CONSUMER" (the numerics family goes for
+/// each).
+CoverageLabel nodePairLabel(ElemKind kind, OpKind producer, OpKind consumer);
+
 /// What the model predicts for one step.
 struct ModelStep {
   Outcome outcome;
