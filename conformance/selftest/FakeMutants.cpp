@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -492,6 +493,48 @@ private:
   volatile size_t scratchBytes_ = 4096;
 };
 
+/// Installs, once per process, handlers of the fatal signals as LLVM's do
+/// (an OpenCL compiler's, on its first compilation): each puts back the
+/// handlers it found and returns. A fault then strikes again and reaches
+/// the handler put back, but abort() resets SIGABRT to its default first.
+void installLibraryCrashHandlers() {
+  static constexpr int Signals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+  static struct sigaction previous[std::size(Signals)];
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction action = {};
+    action.sa_handler = [](int) {
+      for (size_t i = 0; i < std::size(Signals); ++i)
+        sigaction(Signals[i], &previous[i], nullptr);
+    };
+    sigemptyset(&action.sa_mask);
+    for (size_t i = 0; i < std::size(Signals); ++i)
+      sigaction(Signals[i], &action, &previous[i]);
+  });
+}
+
+/// A read-back of more than 64 KiB fails an assertion (abort()), in a
+/// backend whose libraries install handlers of the fatal signals over the
+/// harness's when its first device starts.
+class ReadBackAbortsPast64k final : public FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+  ~ReadBackAbortsPast64k() override { shutdown(); }
+
+  Error init() override {
+    installLibraryCrashHandlers();
+    return FakeDevice::init();
+  }
+
+protected:
+  void copyFromDevice(DeviceLocation src, std::byte *dst, uint64_t bytes,
+                      CompletionCallback done) override {
+    if (bytes > 64 * 1024)
+      std::abort();
+    FakeDevice::copyFromDevice(src, dst, bytes, std::move(done));
+  }
+};
+
 /// A read-back of more than 64 KiB throws (an index past a table, as
 /// std::vector::at reports it) instead of reporting an Error.
 class ReadBackThrowsPast64k final : public FakeDevice {
@@ -732,6 +775,11 @@ DRT_REGISTER_BACKEND(mutant<ReadBackCorruptsTheHeapPast64k>(
     "read-back-corrupts-the-heap-past-64k",
     "copyFromDevice() of more than 64 KiB overruns a block of the heap, "
     "which free() finds corrupt and aborts"));
+DRT_REGISTER_BACKEND(mutant<ReadBackAbortsPast64k>(
+    "read-back-aborts-past-64k",
+    "copyFromDevice() of more than 64 KiB fails an assertion (abort), with "
+    "handlers of the fatal signals installed over the harness's, as LLVM "
+    "installs its own"));
 DRT_REGISTER_BACKEND(mutant<ReadBackThrowsPast64k>(
     "read-back-throws-past-64k",
     "copyFromDevice() of more than 64 KiB throws std::out_of_range"));

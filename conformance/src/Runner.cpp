@@ -30,6 +30,7 @@
 #include <mutex>
 #include <set>
 #include <string_view>
+#include <sys/mman.h>
 #include <thread>
 #include <tuple>
 #include <typeinfo>
@@ -2612,6 +2613,8 @@ Divergence escapedDivergence(const Scenario &scenario,
 
 /// Runs \p scenario as runScenario describes, into \p result, \p labels
 /// and \p transitions, marking its \p progress.
+void keepCrashReportsInFront();
+
 void runInto(const Scenario &scenario, const RunOptions &options,
              RunResult &result, LabelCounts &labels,
              TransitionCounts &transitions, Progress &progress) {
@@ -2634,6 +2637,7 @@ void runInto(const Scenario &scenario, const RunOptions &options,
     ~ShutdownMark() {
       progress.at(progress.step.load(std::memory_order_relaxed), nullptr,
                   "shutting the devices down after the scenario", nullptr);
+      keepCrashReportsInFront();
     }
   } shutdownMark{progress};
   for (auto &s : sessions) {
@@ -2649,6 +2653,7 @@ void runInto(const Scenario &scenario, const RunOptions &options,
         result.setupError = e;
         return;
       }
+    keepCrashReportsInFront();
     // Each backend is held to what its own devices declare: sessions whose
     // devices declare the same traits share a model (a lane); a partner that
     // declares other capabilities (no resident tensors on one side) gets a
@@ -2969,13 +2974,20 @@ void runInto(const Scenario &scenario, const RunOptions &options,
 
 /// Makes the report of a scenario stuck for \p ms (or struck by \p signal)
 /// at what \p progress says, for options.reportAborted or standard error.
+/// \p scenario may be an intact copy of \p ran, the scenario that ran (whose
+/// commands progress points into).
 void reportAbortedStep(const Scenario &scenario, const Progress &progress,
-                       const RunOptions &options, unsigned ms, int signal) {
+                       const RunOptions &options, unsigned ms, int signal,
+                       const Scenario *ran = nullptr) {
   AbortedStep stuck;
   stuck.signal = signal;
   stuck.scenario = &scenario;
   stuck.step = progress.step.load(std::memory_order_relaxed);
   const Command *c = progress.command.load(std::memory_order_relaxed);
+  if (ran && ran != &scenario && c >= ran->commands.data() &&
+      c < ran->commands.data() + ran->commands.size() &&
+      scenario.commands.size() == ran->commands.size())
+    c = &scenario.commands[size_t(c - ran->commands.data())];
   stuck.command =
       c ? printCommand(*c) : progress.phase.load(std::memory_order_relaxed);
   if (const std::string *b = progress.backend.load(std::memory_order_relaxed))
@@ -2990,12 +3002,68 @@ void reportAbortedStep(const Scenario &scenario, const Progress &progress,
   std::fputs(text.c_str(), stderr);
 }
 
+/// A scenario's text in pages of its own, between no-access pages. A
+/// backend that corrupts the heap (a write past a buffer) may overwrite the
+/// Scenario that the report of the crash would print, not this copy: an
+/// overrun of a neighbouring mapping faults in a guard page first. (Taking
+/// write access away while the scenario runs would cost each case two
+/// mprotect calls, 7% of a run on the fake device, for writes that aim
+/// into these very pages.)
+class ProtectedText {
+public:
+  ProtectedText() = default;
+  ProtectedText(const ProtectedText &) = delete;
+  ProtectedText &operator=(const ProtectedText &) = delete;
+  ~ProtectedText() {
+    if (base_)
+      munmap(base_, mapped_);
+  }
+
+  /// Holds \p text instead of what it held; false, holding nothing, when
+  /// the pages cannot be mapped.
+  bool hold(std::string_view text) {
+    size_ = 0;
+    size_t page = size_t(sysconf(_SC_PAGESIZE));
+    if (text.size() > capacity_) {
+      if (base_)
+        munmap(base_, mapped_);
+      base_ = nullptr;
+      capacity_ = std::max((text.size() + page - 1) / page * page, page);
+      mapped_ = capacity_ + 2 * page;
+      void *m = mmap(nullptr, mapped_, PROT_NONE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (m == MAP_FAILED || mprotect(static_cast<char *>(m) + page, capacity_,
+                                      PROT_READ | PROT_WRITE) != 0) {
+        if (m != MAP_FAILED)
+          munmap(m, mapped_);
+        capacity_ = 0;
+        return false;
+      }
+      base_ = static_cast<char *>(m);
+      data_ = base_ + page;
+    }
+    std::memcpy(data_, text.data(), text.size());
+    size_ = text.size();
+    return true;
+  }
+
+  /// What hold() was last given.
+  std::string_view text() const { return {data_, size_}; }
+
+private:
+  char *base_ = nullptr, *data_ = nullptr;
+  size_t mapped_ = 0, capacity_ = 0, size_ = 0;
+};
+
 /// The scenario that runScenario runs in this process, for the report of a
 /// fatal signal (the innermost, when several run).
 struct RunningScenario {
   const Scenario *scenario;
   const Progress *progress;
   const RunOptions *options;
+  /// printScenario(*scenario) out of the heap's reach (ProtectedText), or
+  /// empty.
+  std::string_view text;
 };
 std::atomic<const RunningScenario *> runningScenario{nullptr};
 
@@ -3011,22 +3079,57 @@ void onFatalSignal(int signal) {
   alarm(10);
   if (void (*prepare)() = beforeCrashReport.load())
     prepare();
-  if (const RunningScenario *r = runningScenario.exchange(nullptr))
-    reportAbortedStep(*r->scenario, *r->progress, *r->options, 0, signal);
+  if (const RunningScenario *r = runningScenario.exchange(nullptr)) {
+    // The heap may be corrupted (what crashed may have been the backend
+    // noticing it): the report prints the copy that the heap cannot reach.
+    ParseResult intact = ParseError{};
+    if (!r->text.empty())
+      intact = parseScenario(std::string(r->text));
+    const Scenario *s = std::get_if<Scenario>(&intact);
+    reportAbortedStep(s ? *s : *r->scenario, *r->progress, *r->options, 0,
+                      signal, r->scenario);
+  }
   std::fflush(nullptr);
   std::signal(signal, SIG_DFL);
   std::raise(signal);
 }
 
-} // namespace
+/// Whether reportCrashesOfScenarios() is in force.
+std::atomic<bool> crashReportsWanted{false};
 
-void reportCrashesOfScenarios() {
+void installCrashHandler(int signal) {
   struct sigaction action = {};
   action.sa_handler = onFatalSignal;
   sigemptyset(&action.sa_mask);
   action.sa_flags = SA_RESETHAND | SA_NODEFER;
+  sigaction(signal, &action, nullptr);
+}
+
+/// Puts onFatalSignal back where a library the backend loaded has put its
+/// own handler since (LLVM's, inside an OpenCL compiler, on its first
+/// compilation). Such a handler restores the previous one and returns: a
+/// fault then strikes again and reaches onFatalSignal, but abort() resets
+/// SIGABRT to its default before raising it again, so that a backend's
+/// abort (a failed assertion, a heap check of the C library, a driver's own
+/// abort) would end the process with nothing reported. Called where
+/// backends start and stop: a few system calls per case.
+void keepCrashReportsInFront() {
+  if (!crashReportsWanted.load(std::memory_order_relaxed))
+    return;
+  for (int signal : FatalSignals) {
+    struct sigaction current = {};
+    if (sigaction(signal, nullptr, &current) == 0 &&
+        current.sa_handler != onFatalSignal)
+      installCrashHandler(signal);
+  }
+}
+
+} // namespace
+
+void reportCrashesOfScenarios() {
+  crashReportsWanted = true;
   for (int signal : FatalSignals)
-    sigaction(signal, &action, nullptr);
+    installCrashHandler(signal);
 }
 
 void setBeforeCrashReport(void (*prepare)()) { beforeCrashReport = prepare; }
@@ -3048,7 +3151,19 @@ RunResult runScenario(const Scenario &scenario, const RunOptions &options) {
                         [&](unsigned ms) {
                           reportAbortedStep(scenario, progress, options, ms, 0);
                         });
-    RunningScenario running{&scenario, &progress, &options};
+    keepCrashReportsInFront();
+    RunningScenario running{&scenario, &progress, &options, {}};
+    // One copy a thread, of its outermost scenario: a few microseconds per
+    // case, paid only where crashes are reported.
+    thread_local ProtectedText copy;
+    thread_local unsigned depth = 0;
+    struct Depth {
+      unsigned &d;
+      ~Depth() { --d; }
+    } inner{++depth};
+    if (depth == 1 && crashReportsWanted.load(std::memory_order_relaxed) &&
+        copy.hold(printScenario(scenario)))
+      running.text = copy.text();
     struct Current {
       const RunningScenario *outer;
       ~Current() { runningScenario.store(outer); }

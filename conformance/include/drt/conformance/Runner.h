@@ -160,9 +160,11 @@ struct RunResult {
 /// report the step it struck at (an AbortedStep with the signal) through
 /// the running scenario's RunOptions::reportAborted, then let the signal end
 /// the process as it would have. A report that cannot finish (a crash
-/// inside the allocator) is ended after 10 s. For programs that run
-/// scenarios (drt-conformance, drt-replay); a fuzz target leaves crashes to
-/// libFuzzer and the sanitizers, which keep the input.
+/// inside the allocator) is ended after 10 s. Handlers that a backend's
+/// libraries install over these later are displaced again each time
+/// runScenario starts, has set its devices up, and shuts them down. For
+/// programs that run scenarios (drt-conformance, drt-replay); a fuzz target
+/// leaves crashes to libFuzzer and the sanitizers, which keep the input.
 void reportCrashesOfScenarios();
 
 /// Sets what the handlers of reportCrashesOfScenarios call first, before
