@@ -739,6 +739,16 @@ const std::vector<BackendParameter> &openCLParameters() {
         {4});
     stagingMinChunks.testedWith = {{"pinned-staging", "1"},
                                    {"staging-min-bytes", "0"}};
+    // Tested with every transfer staged, where the most buffers are handed
+    // from one command to the next.
+    BackendParameter driverDelay = BackendParameter::unsignedInRange(
+        "driver-delay-us", 0, 0, 1000000,
+        "each transfer, copy and kernel waits a random time of half this "
+        "many microseconds to all of them before the device may start it, as "
+        "on a device slower than its host; for testing (0: none)",
+        {300});
+    driverDelay.testedWith = {{"pinned-staging", "1"},
+                              {"staging-min-bytes", "0"}};
     BackendParameter deviceIndex = BackendParameter::unsignedInRange(
         "device-index", 0, 0, std::numeric_limits<uint32_t>::max(),
         "which of the matching devices to use (default: the device's "
@@ -763,6 +773,7 @@ const std::vector<BackendParameter> &openCLParameters() {
             "OpenCL calls to fail from the first call init() makes, "
             "CALL:NTH:STATUS[,...] (clCreateBuffer:2:CL_OUT_OF_RESOURCES); "
             "for testing error paths"),
+        driverDelay,
         stagingChunk,
         stagingThreads,
         stagingMinChunks,
@@ -809,6 +820,9 @@ Error OpenCLDeviceManager::init() {
       config().uintParameter("staging-min-chunks", 1);
   Expected<uint64_t> poolLimit =
       config().uintParameter("memory-pool-bytes", uint64_t(1) << 30);
+  if (Expected<uint64_t> delay = config().uintParameter("driver-delay-us", 0);
+      *delay)
+    s.driver.delayCommands(std::chrono::microseconds(*delay));
   if (std::optional<std::string> faults = config().parameter("driver-faults")) {
     Expected<std::vector<DriverFault>> planned = parseDriverFaults(*faults);
     if (!planned)

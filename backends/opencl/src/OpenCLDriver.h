@@ -8,18 +8,21 @@
 // a test (or the suite's inject-fault, or the `driver-faults` parameter)
 // drives the backend's own error paths with what a real driver returns.
 // The fast path, with no fault planned, is one relaxed atomic load and one
-// relaxed increment.
+// relaxed increment. With delayCommands() (the `driver-delay-us` parameter),
+// each transfer, copy and kernel waits for a CommandDelay's gate first.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DRT_OPENCL_OPENCLDRIVER_H
 #define DRT_OPENCL_OPENCLDRIVER_H
 
+#include "CommandDelay.h"
 #include "drt/opencl/OpenCLDevice.h"
 
 #include <CL/cl.h>
 
 #include <array>
 #include <atomic>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <vector>
@@ -64,6 +67,13 @@ public:
     std::optional<cl_int> status = strike(call);
     cl_int rc = release();
     return status ? *status : rc;
+  }
+
+  /// From now on, holds each transfer, copy and kernel it enqueues back for
+  /// a random time of up to \p most before the device may start it
+  /// (CommandDelay). Called before any command is enqueued.
+  void delayCommands(std::chrono::microseconds most) {
+    delay_ = std::make_unique<CommandDelay>(most);
   }
 
   /// Device-to-device copies enqueued so far (see enqueueCopyBuffer).
@@ -190,16 +200,18 @@ public:
                             cl_event *event) {
     if (auto st = strike(OpenCLCall::EnqueueWriteBuffer))
       return *st;
-    return clEnqueueWriteBuffer(q, m, blocking, offset, size, src, 0, nullptr,
-                                event);
+    Gate gate(delay_.get(), q);
+    return clEnqueueWriteBuffer(q, m, blocking, offset, size, src, gate.count(),
+                                gate.list(), event);
   }
   cl_int enqueueReadBuffer(cl_command_queue q, cl_mem m, cl_bool blocking,
                            size_t offset, size_t size, void *dst,
                            cl_event *event) {
     if (auto st = strike(OpenCLCall::EnqueueReadBuffer))
       return *st;
-    return clEnqueueReadBuffer(q, m, blocking, offset, size, dst, 0, nullptr,
-                               event);
+    Gate gate(delay_.get(), q);
+    return clEnqueueReadBuffer(q, m, blocking, offset, size, dst, gate.count(),
+                               gate.list(), event);
   }
   /// Copies between two buffers. Every copy counts as a device-to-device
   /// copy (deviceCopies()), so a copy added anywhere is counted.
@@ -207,7 +219,9 @@ public:
                            size_t size, cl_event *event) {
     if (auto st = strike(OpenCLCall::EnqueueCopyBuffer))
       return *st;
-    cl_int rc = clEnqueueCopyBuffer(q, from, to, 0, 0, size, 0, nullptr, event);
+    Gate gate(delay_.get(), q);
+    cl_int rc = clEnqueueCopyBuffer(q, from, to, 0, 0, size, gate.count(),
+                                    gate.list(), event);
     if (rc == CL_SUCCESS)
       deviceCopies_.fetch_add(1, std::memory_order_relaxed);
     return rc;
@@ -230,8 +244,9 @@ public:
                               cl_event *event) {
     if (auto st = strike(OpenCLCall::EnqueueNDRangeKernel))
       return *st;
-    return clEnqueueNDRangeKernel(q, k, 1, nullptr, global, local, 0, nullptr,
-                                  event);
+    Gate gate(delay_.get(), q);
+    return clEnqueueNDRangeKernel(q, k, 1, nullptr, global, local, gate.count(),
+                                  gate.list(), event);
   }
   cl_int flush(cl_command_queue q) {
     if (auto st = strike(OpenCLCall::Flush))
@@ -266,6 +281,24 @@ private:
     return nullptr;
   }
 
+  /// The wait list of one command: a CommandDelay's gate, or nothing.
+  class Gate {
+  public:
+    Gate(CommandDelay *delay, cl_command_queue q)
+        : event_(delay ? delay->gate(q) : nullptr) {}
+    ~Gate() {
+      if (event_)
+        clReleaseEvent(event_);
+    }
+    Gate(const Gate &) = delete;
+    Gate &operator=(const Gate &) = delete;
+    cl_uint count() const { return event_ ? 1 : 0; }
+    const cl_event *list() const { return event_ ? &event_ : nullptr; }
+
+  private:
+    cl_event event_;
+  };
+
   struct Planned {
     OpenCLCall call;
     unsigned remaining;
@@ -276,6 +309,7 @@ private:
   std::atomic<bool> armed_{false};
   std::array<std::atomic<uint64_t>, NumOpenCLCalls> calls_{};
   std::atomic<uint64_t> deviceCopies_{0};
+  std::unique_ptr<CommandDelay> delay_;
 };
 
 } // namespace drt::opencl

@@ -17,11 +17,13 @@
 
 #include <atomic>
 #include <bit>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <future>
 #include <limits>
 #include <map>
+#include <numeric>
 #include <random>
 #include <thread>
 
@@ -137,8 +139,9 @@ TEST(OpenCLBackend, DeclaresItsParametersAndTheConfigurationsToTest) {
   EXPECT_EQ(names, (std::vector<std::string>{
                        "platform", "device", "device-index", "pinned-staging",
                        "staging-min-bytes", "shared-context", "driver-faults",
-                       "staging-chunk-bytes", "staging-copy-threads",
-                       "staging-min-chunks", "memory-pool-bytes"}));
+                       "driver-delay-us", "staging-chunk-bytes",
+                       "staging-copy-threads", "staging-min-chunks",
+                       "memory-pool-bytes"}));
   auto configurations =
       BackendRegistry::instance().configurationsToTest("opencl");
   ASSERT_TRUE(configurations);
@@ -148,6 +151,9 @@ TEST(OpenCLBackend, DeclaresItsParametersAndTheConfigurationsToTest) {
                 {{"pinned-staging", "1"}},
                 {{"pinned-staging", "1"}, {"staging-min-bytes", "0"}},
                 {{"shared-context", "0"}},
+                {{"driver-delay-us", "300"},
+                 {"pinned-staging", "1"},
+                 {"staging-min-bytes", "0"}},
                 {{"pinned-staging", "1"},
                  {"staging-chunk-bytes", "4096"},
                  {"staging-min-bytes", "0"}},
@@ -158,13 +164,15 @@ TEST(OpenCLBackend, DeclaresItsParametersAndTheConfigurationsToTest) {
                 {{"memory-pool-bytes", "0"}},
                 {{"memory-pool-bytes", "65536"}},
                 // Then every parameter at a non-default value at once.
-                {{"memory-pool-bytes", "0"},
+                {{"driver-delay-us", "300"},
+                 {"memory-pool-bytes", "0"},
                  {"pinned-staging", "1"},
                  {"staging-chunk-bytes", "4096"},
                  {"staging-copy-threads", "2"},
                  {"staging-min-bytes", "0"},
                  {"staging-min-chunks", "4"}},
-                {{"memory-pool-bytes", "65536"},
+                {{"driver-delay-us", "300"},
+                 {"memory-pool-bytes", "65536"},
                  {"pinned-staging", "1"},
                  {"staging-chunk-bytes", "4096"},
                  {"staging-copy-threads", "2"},
@@ -542,6 +550,38 @@ TEST(OpenCLCompletion, CallbacksArriveOnTheCompletionThreadExactlyOnce) {
   t.residency().waitUntilIdle();
   EXPECT_EQ(calls.load(), 1);
   EXPECT_EQ(t.residencySnapshot().state, ResidencyState::Device);
+}
+
+TEST(OpenCLCompletion, DriverDelayHoldsEachCommandBackAndKeepsContents) {
+  // Held back 50-100 ms per command; the transfers stay correct, and a
+  // shutdown with held-back work in flight completes each once.
+  auto device = openDevice(configNamed("cl", {{"driver-delay-us", "100000"},
+                                              {"pinned-staging", "1"},
+                                              {"staging-min-bytes", "0"}}));
+  ASSERT_TRUE(device);
+  Tensor t(ElemKind::Int32, {1000}, "t");
+  std::vector<int32_t> values(1000);
+  std::iota(values.begin(), values.end(), -500);
+  fill(t, values);
+  auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(transferToDeviceSync(*device, t).isSuccess());
+  EXPECT_GE(std::chrono::steady_clock::now() - start,
+            std::chrono::milliseconds(50));
+  ASSERT_TRUE(transferFromDeviceSync(*device, t).isSuccess());
+  EXPECT_EQ(contents<int32_t>(t), values);
+  std::vector<Tensor> tensors;
+  for (int i = 0; i < 8; ++i)
+    tensors.emplace_back(ElemKind::Float32, std::vector<size_t>{4096},
+                         "t" + std::to_string(i));
+  ShutdownTally tally;
+  for (Tensor &held : tensors)
+    device->transferToDevice(held, std::nullopt, tally.callback());
+  device->shutdown();
+  for (Tensor &held : tensors)
+    held.residency().waitUntilIdle();
+  EXPECT_EQ(tally.calls.load(), 8);
+  EXPECT_EQ(device->liveAllocations(), 0u);
+  EXPECT_EQ(device->operationsInFlight(), 0u);
 }
 
 TEST(OpenCLCompletion, ShutdownWithWorkInFlightCompletesEachOnce) {
