@@ -407,9 +407,12 @@ std::vector<PropertyFamily> makeFamilies() {
           p.branchFaultPercent = 20;
           // Two waiters on one busy record need a shape of their own; on
           // the fake device (async=1) its read-back then takes up to 3 ms
-          // instead of 0.2, long enough for the other branches to arrive.
+          // instead of 0.2, long enough for the other branches to arrive,
+          // and on OpenCL each command waits 1.5-3 ms before it may start,
+          // however fast the device.
           p.fanInPercent = 50;
-          p.fanInDeviceParameters = {{"fake:max-delay-us", "3000"}};
+          p.fanInDeviceParameters = {{"fake:max-delay-us", "3000"},
+                                     {"opencl:driver-delay-us", "3000"}};
           return p;
         },
         // Whether branches overlap in time is the machine's doing, not the
