@@ -75,6 +75,14 @@ void ResidencyRecord::settleIfShutDown() {
 
 ResidencySnapshot ResidencyRecord::snapshot() const {
   std::lock_guard<std::mutex> lock(mutex_);
+  // A look is enough to see a shutdown under way (semantics, section 6): a
+  // record that no operation holds on a device that already refuses work
+  // takes the state the shutdown gives it, as a wait for it would.
+  if (manager_ && !busy() &&
+      (state_ == ResidencyState::Device ||
+       state_ == ResidencyState::Mirrored) &&
+      manager_->isShutDown())
+    const_cast<ResidencyRecord *>(this)->settleIfShutDown();
   return {state_, manager_, location_, busy(),
           version_.load(std::memory_order_relaxed)};
 }

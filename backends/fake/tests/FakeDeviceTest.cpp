@@ -541,11 +541,21 @@ TEST(FakeDevice, AShutdownUnderWayShowsNoRecordAsItWas) {
   Tensor onDevice(ElemKind::Float32, {4}, "on-device");
   Tensor mirrored(ElemKind::Float32, {4}, "mirrored");
   Tensor host(ElemKind::Float32, {4}, "host");
+  Tensor looked(ElemKind::Float32, {4}, "looked-at");
+  Tensor lookedMirrored(ElemKind::Float32, {4}, "looked-at-mirrored");
   ASSERT_FALSE(transferToDeviceSync(device, onDevice));
   ASSERT_FALSE(transferToDeviceSync(device, mirrored));
   ASSERT_FALSE(transferFromDeviceSync(device, mirrored, /*release=*/false));
+  ASSERT_FALSE(transferToDeviceSync(device, looked));
+  ASSERT_FALSE(transferToDeviceSync(device, lookedMirrored));
+  ASSERT_FALSE(
+      transferFromDeviceSync(device, lookedMirrored, /*release=*/false));
   std::thread stopper([&] { device.shutdown(); });
   device.waitForShutdownAtGate();
+  // An observation alone, before any operation waits on the records, shows
+  // them as the shutdown leaves them.
+  EXPECT_EQ(looked.residencySnapshot().state, ResidencyState::Lost);
+  EXPECT_EQ(lookedMirrored.residencySnapshot().state, ResidencyState::Host);
   EXPECT_EQ(transferToDeviceSync(device, host).code(), ErrorCode::DeviceLost);
   try {
     (void)onDevice.hostBytes();

@@ -70,6 +70,9 @@ public:
   ResidencyRecord &operator=(const ResidencyRecord &) = delete;
 
   /// The current state, manager, location and busy flag, read atomically.
+  /// A record that no operation holds on a device being shut down shows the
+  /// state the shutdown gives it (Lost, or Host for a mirrored one) from the
+  /// moment the device refuses work, before the shutdown returns.
   ResidencySnapshot snapshot() const;
   /// The current state.
   ResidencyState state() const { return snapshot().state; }
