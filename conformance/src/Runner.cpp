@@ -3055,6 +3055,11 @@ private:
   size_t mapped_ = 0, capacity_ = 0, size_ = 0;
 };
 
+/// The text of the last outermost scenario that runScenario ran with crash
+/// reports in force, for the report of a fatal signal that strikes outside
+/// any (it lives until the process ends).
+std::atomic<const ProtectedText *> lastScenarioText{nullptr};
+
 /// The scenario that runScenario runs in this process, for the report of a
 /// fatal signal (the innermost, when several run).
 struct RunningScenario {
@@ -3088,6 +3093,21 @@ void onFatalSignal(int signal) {
     const Scenario *s = std::get_if<Scenario>(&intact);
     reportAbortedStep(s ? *s : *r->scenario, *r->progress, *r->options, 0,
                       signal, r->scenario);
+  } else if (const ProtectedText *last = lastScenarioText.exchange(nullptr);
+             last && !last->text().empty()) {
+    // Between cases, or as the process ends (a backend's static state
+    // released at exit): what the last scenario did may be the cause, as a
+    // heap it corrupted that the C library noticed only later.
+    std::string report =
+        std::string("drt: a fatal signal (") + strsignal(signal) +
+        ") struck outside any running scenario (between scenarios, or as "
+        "the process ended); the last scenario that ran in this process "
+        "may have caused it. Replay it alone (drt-replay FILE --backend "
+        "NAME) to see whether it does:\n" +
+        std::string(last->text());
+    // After what the program printed before.
+    std::fflush(nullptr);
+    std::fputs(report.c_str(), stderr);
   }
   std::fflush(nullptr);
   std::signal(signal, SIG_DFL);
@@ -3154,16 +3174,25 @@ RunResult runScenario(const Scenario &scenario, const RunOptions &options) {
     keepCrashReportsInFront();
     RunningScenario running{&scenario, &progress, &options, {}};
     // One copy a thread, of its outermost scenario: a few microseconds per
-    // case, paid only where crashes are reported.
-    thread_local ProtectedText copy;
+    // case, paid only where crashes are reported. Never freed: a crash at
+    // the process's end may still print it.
+    thread_local ProtectedText *copy = new ProtectedText;
     thread_local unsigned depth = 0;
     struct Depth {
       unsigned &d;
       ~Depth() { --d; }
     } inner{++depth};
-    if (depth == 1 && crashReportsWanted.load(std::memory_order_relaxed) &&
-        copy.hold(printScenario(scenario)))
-      running.text = copy.text();
+    if (depth == 1 && crashReportsWanted.load(std::memory_order_relaxed)) {
+      std::string text =
+          "# on backend " + options.backend +
+          (options.against.empty() ? std::string()
+                                   : " against " + options.against) +
+          "\n" + printScenario(scenario);
+      if (copy->hold(text)) {
+        running.text = copy->text();
+        lastScenarioText.store(copy);
+      }
+    }
     struct Current {
       const RunningScenario *outer;
       ~Current() { runningScenario.store(outer); }
