@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -292,6 +293,55 @@ TEST(Properties, AFailureNamesItsConfigurationAndReplaysWithIt) {
   std::getline(file, second);
   EXPECT_NE(first.find("in configuration async=1"), std::string::npos) << first;
   EXPECT_EQ(second, "# replay: " + r.replayCommand);
+}
+
+/// A device whose third read-back in the process, and no other, returns a
+/// byte changed: a failure that does not come again when its case runs a
+/// second time, as one that hangs on an interleaving.
+class ThirdReadBackCorrupt final : public fake::FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+  ~ThirdReadBackCorrupt() override { shutdown(); }
+
+protected:
+  void copyFromDevice(DeviceLocation src, std::byte *dst, uint64_t bytes,
+                      CompletionCallback done) override {
+    static std::atomic<int> calls{0};
+    if (++calls != 3 || bytes == 0)
+      return FakeDevice::copyFromDevice(src, dst, bytes, std::move(done));
+    FakeDevice::copyFromDevice(src, dst, bytes,
+                               [dst, done = std::move(done)](Error e) {
+                                 if (!e)
+                                   dst[0] ^= std::byte{1};
+                                 done(std::move(e));
+                               });
+  }
+};
+
+TEST(Properties, AFailureThatDoesNotComeAgainIsShrunkAndReplayedRepeatedly) {
+  BackendInfo info = fake::fakeBackendInfo();
+  info.name = "test:third-read-back-corrupt";
+  info.factory =
+      [](const DeviceConfig &config) -> std::unique_ptr<DeviceManager> {
+    return std::make_unique<ThirdReadBackCorrupt>(config);
+  };
+  info.testOnly = true;
+  BackendRegistry::instance().add(info);
+  PropertyOptions options;
+  options.backend = info.name;
+  options.cases = 20;
+  options.failureDirectory = ::testing::TempDir();
+  PropertyResult r = runProperty(family("view-sharing"), options);
+  ASSERT_EQ(r.status, PropertyResult::Status::Failed) << r.reason;
+  // A scenario with nothing issued without waiting and no parallel block,
+  // whose failure does not come again: every candidate gets 25 runs, none
+  // fails, so nothing smaller is kept; and the replay asks for 100 runs.
+  EXPECT_EQ(r.shrinksAccepted, 0) << r.minimalScenario;
+  EXPECT_GT(r.shrinksTried, 0);
+  EXPECT_EQ(r.minimalScenario.find('&'), std::string::npos)
+      << r.minimalScenario;
+  EXPECT_NE(r.replayCommand.find(" --repeat 100"), std::string::npos)
+      << r.replayCommand;
 }
 
 TEST(Properties, TheReplayCommandStartsWithTheGivenReplayProgram) {
