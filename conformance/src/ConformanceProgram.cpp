@@ -47,7 +47,7 @@ const char *Usage =
     "                       [--stuck-after SECONDS] [--no-shrink-aborted]\n"
     "Runs the residency conformance properties on each backend, in each of\n"
     "the configurations its parameters declare worth testing (--list shows\n"
-    "them). Each property runs cases for --time-budget seconds (default 0.5;\n"
+    "them). Each property runs cases for --time-budget seconds (default 1;\n"
     "at least 10 cases), or exactly --cases N cases, spread over the\n"
     "configurations. --param KEY=VALUE (or BACKEND:KEY=VALUE for one backend)\n"
     "fixes a parameter of the backend under test on every device it creates;\n"
@@ -353,7 +353,7 @@ int run(int argc, char **argv, const ProgramSettings &settings) {
   std::string backend = "all", against, filter, junit, report, failuresDir;
   std::vector<std::string> pluginPaths = pluginsFromEnvironment();
   long seed = 1, cases = 0, maxSteps = 40;
-  double timeBudget = 0.5;
+  double timeBudget = 1.0;
   bool failFast = false, printCensus = false, listRequested = false;
   bool shrinkAborted = true;
   long stuckAfterSeconds = 0;

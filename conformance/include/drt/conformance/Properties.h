@@ -86,7 +86,7 @@ struct PropertyOptions {
   int cases = 0;
   /// Seconds a property spends generating and checking cases when cases is
   /// 0 (shrinking a failure comes on top).
-  double timeBudget = 0.5;
+  double timeBudget = 1.0;
   /// Cases a time-budgeted property runs however slow the backend is.
   int minCases = 10;
   int maxSteps = 40;
