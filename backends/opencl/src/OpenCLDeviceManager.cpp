@@ -273,8 +273,10 @@ struct OpenCLDeviceManager::State {
   /// most it (chunkFor()).
   uint64_t stagingChunk = 0;
   /// A staged transfer that fills fewer buffers moves in this many chunks
-  /// (staging-min-chunks).
+  /// (staging-min-chunks), each of at least stagingMinSplit bytes
+  /// (staging-min-split-bytes).
   uint64_t stagingMinChunks = 1;
+  uint64_t stagingMinSplit = 0;
   /// Transfers that went through the staging buffers.
   uint64_t stagedTransfers = 0;
   /// Copies chunks into and out of the staging buffers (when staging).
@@ -600,12 +602,12 @@ struct OpenCLDeviceManager::State {
 
   /// The chunk a staged transfer of \p bytes moves in: a staging buffer,
   /// or, for a transfer that fills fewer than stagingMinChunks of them,
-  /// that many chunks of at least MinSplitChunk bytes, so that copying one
+  /// that many chunks of at least stagingMinSplit bytes, so that copying one
   /// overlaps the DMA of the one before even for a single buffer's worth.
   uint64_t chunkFor(uint64_t bytes) const {
-    constexpr uint64_t MinSplitChunk = uint64_t(256) << 10, Page = 4096;
+    constexpr uint64_t Page = 4096;
     uint64_t split = (bytes / stagingMinChunks + Page - 1) / Page * Page;
-    return std::clamp(split, std::min(MinSplitChunk, stagingChunk),
+    return std::clamp(split, std::min(stagingMinSplit, stagingChunk),
                       stagingChunk);
   }
 
@@ -723,7 +725,7 @@ const std::vector<BackendParameter> &openCLParameters() {
         "staging-copy-threads", 0, 0, 64,
         "threads that copy a chunk into or out of a pinned staging buffer "
         "(0: half the machine's hardware threads, from 1 to 4); a chunk of "
-        "less than 512 KiB is copied by one",
+        "less than twice staging-min-slice-bytes is copied by one",
         {2});
     stagingThreads.testedWith = {{"pinned-staging", "1"}};
     // Off (1) by default until measured on a discrete GPU: chunks of
@@ -734,8 +736,8 @@ const std::vector<BackendParameter> &openCLParameters() {
     BackendParameter stagingMinChunks = BackendParameter::unsignedInRange(
         "staging-min-chunks", 1, 1, 64,
         "a staged transfer that fills fewer staging buffers moves in this "
-        "many chunks (of at least 256 KiB), so that copying one overlaps the "
-        "DMA of the one before; 1 moves it in one",
+        "many chunks (of at least staging-min-split-bytes), so that copying "
+        "one overlaps the DMA of the one before; 1 moves it in one",
         {4});
     stagingMinChunks.testedWith = {{"pinned-staging", "1"},
                                    {"staging-min-bytes", "0"}};
@@ -749,6 +751,31 @@ const std::vector<BackendParameter> &openCLParameters() {
         {300});
     driverDelay.testedWith = {{"pinned-staging", "1"},
                               {"staging-min-bytes", "0"}};
+    // The floor below which staging-min-chunks splits no further. Tested at
+    // a page, with 4 chunks, so that a transfer of 8 KiB or more already
+    // moves in chunks smaller than its staging buffer, at their own
+    // offsets, as by default only one of 512 KiB or more does.
+    BackendParameter stagingMinSplit = BackendParameter::unsignedInRange(
+        "staging-min-split-bytes", uint64_t(256) << 10, 4096, uint64_t(1) << 30,
+        "smallest chunk staging-min-chunks splits a transfer into (rounded up "
+        "to 4 KiB pages; at most a staging buffer)",
+        {4096});
+    stagingMinSplit.testedWith = {{"pinned-staging", "1"},
+                                  {"staging-min-bytes", "0"},
+                                  {"staging-min-chunks", "4"}};
+    // The size past which a chunk is split between the copy threads. Tested
+    // at 512 bytes, so that the small transfers of the concurrency families'
+    // parallel blocks, and every chunk of staging-chunk-bytes=4096, share
+    // the copy threads, as only chunks of 512 KiB and more do by default.
+    BackendParameter stagingMinSlice = BackendParameter::unsignedInRange(
+        "staging-min-slice-bytes", ParallelCopy::MinSliceBytes, 64,
+        uint64_t(1) << 30,
+        "smallest slice of a chunk a copy thread takes: a chunk of less than "
+        "twice it is copied by one thread",
+        {512});
+    stagingMinSlice.testedWith = {{"pinned-staging", "1"},
+                                  {"staging-copy-threads", "2"},
+                                  {"staging-min-bytes", "0"}};
     BackendParameter deviceIndex = BackendParameter::unsignedInRange(
         "device-index", 0, 0, std::numeric_limits<uint32_t>::max(),
         "which of the matching devices to use (default: the device's "
@@ -777,6 +804,8 @@ const std::vector<BackendParameter> &openCLParameters() {
         stagingChunk,
         stagingThreads,
         stagingMinChunks,
+        stagingMinSplit,
+        stagingMinSlice,
         // Tested off, and small enough that blocks are given back to the
         // driver while others stay cached.
         BackendParameter::unsignedInRange(
@@ -818,6 +847,10 @@ Error OpenCLDeviceManager::init() {
       config().uintParameter("staging-copy-threads", 0);
   Expected<uint64_t> stagingMinChunks =
       config().uintParameter("staging-min-chunks", 1);
+  Expected<uint64_t> stagingMinSplit =
+      config().uintParameter("staging-min-split-bytes", uint64_t(256) << 10);
+  Expected<uint64_t> stagingMinSlice = config().uintParameter(
+      "staging-min-slice-bytes", ParallelCopy::MinSliceBytes);
   Expected<uint64_t> poolLimit =
       config().uintParameter("memory-pool-bytes", uint64_t(1) << 30);
   if (Expected<uint64_t> delay = config().uintParameter("driver-delay-us", 0);
@@ -852,10 +885,12 @@ Error OpenCLDeviceManager::init() {
   s.stagingMinBytes = *stagingMinBytes;
   s.stagingChunk = *stagingChunk;
   s.stagingMinChunks = *stagingMinChunks;
+  s.stagingMinSplit = *stagingMinSplit;
   if (s.pinnedStaging && !s.stagingCopy)
     s.stagingCopy = std::make_unique<ParallelCopy>(
         *stagingThreads ? unsigned(*stagingThreads)
-                        : ParallelCopy::defaultThreads());
+                        : ParallelCopy::defaultThreads(),
+        size_t(*stagingMinSlice));
   s.poolLimit = *poolLimit;
   std::string where =
       "initialising device '" + name() + "' (" + s.info.toString() + ")";

@@ -18,7 +18,8 @@ std::pair<size_t, size_t> sliceOf(size_t bytes, unsigned slices,
 }
 } // namespace
 
-ParallelCopy::ParallelCopy(unsigned threads) {
+ParallelCopy::ParallelCopy(unsigned threads, size_t minSlice)
+    : minSlice_(std::max<size_t>(minSlice, 1)) {
   for (unsigned i = 1; i < std::max(threads, 1u); ++i)
     workers_.emplace_back([this, i] { work(i); });
 }
@@ -42,7 +43,7 @@ void ParallelCopy::copy(void *dst, const void *src, size_t bytes) {
   if (bytes == 0)
     return;
   unsigned slices = unsigned(
-      std::min<size_t>(threads(), std::max<size_t>(bytes / MinSliceBytes, 1)));
+      std::min<size_t>(threads(), std::max<size_t>(bytes / minSlice_, 1)));
   if (slices < 2) {
     std::memcpy(dst, src, bytes);
     return;

@@ -26,12 +26,13 @@ namespace drt::opencl {
 class ParallelCopy {
 public:
   /// Slices smaller than this are not worth a worker's wake-up (some
-  /// microseconds): a copy of fewer than 2 * MinSliceBytes bytes is made by
-  /// the caller alone.
+  /// microseconds): by default a copy of fewer than 2 * MinSliceBytes bytes
+  /// is made by the caller alone.
   static constexpr size_t MinSliceBytes = size_t(256) << 10;
 
-  /// \p threads copying threads, the caller's included (at least 1).
-  explicit ParallelCopy(unsigned threads);
+  /// \p threads copying threads, the caller's included (at least 1);
+  /// slices of at least \p minSlice bytes (staging-min-slice-bytes).
+  explicit ParallelCopy(unsigned threads, size_t minSlice = MinSliceBytes);
   ~ParallelCopy();
   ParallelCopy(const ParallelCopy &) = delete;
   ParallelCopy &operator=(const ParallelCopy &) = delete;
@@ -39,9 +40,9 @@ public:
   /// The number of threads a copy may use.
   unsigned threads() const { return unsigned(workers_.size()) + 1; }
 
-  /// memcpy(\p dst, \p src, \p bytes), in slices of at least MinSliceBytes
-  /// copied at once by the caller and the workers; returns once every byte
-  /// is in place. The ranges must not overlap.
+  /// memcpy(\p dst, \p src, \p bytes), in slices of at least the
+  /// constructor's minSlice copied at once by the caller and the workers;
+  /// returns once every byte is in place. The ranges must not overlap.
   void copy(void *dst, const void *src, size_t bytes);
 
   /// The number of threads a copy uses by default on this machine: half
@@ -66,6 +67,7 @@ private:
   unsigned long long round_ = 0;
   unsigned pending_ = 0;
   bool exit_ = false;
+  size_t minSlice_ = MinSliceBytes;
   std::vector<std::thread> workers_;
 };
 

@@ -141,6 +141,7 @@ TEST(OpenCLBackend, DeclaresItsParametersAndTheConfigurationsToTest) {
                        "staging-min-bytes", "shared-context", "driver-faults",
                        "driver-delay-us", "staging-chunk-bytes",
                        "staging-copy-threads", "staging-min-chunks",
+                       "staging-min-split-bytes", "staging-min-slice-bytes",
                        "memory-pool-bytes"}));
   auto configurations =
       BackendRegistry::instance().configurationsToTest("opencl");
@@ -161,6 +162,14 @@ TEST(OpenCLBackend, DeclaresItsParametersAndTheConfigurationsToTest) {
                 {{"pinned-staging", "1"},
                  {"staging-min-bytes", "0"},
                  {"staging-min-chunks", "4"}},
+                {{"pinned-staging", "1"},
+                 {"staging-min-bytes", "0"},
+                 {"staging-min-chunks", "4"},
+                 {"staging-min-split-bytes", "4096"}},
+                {{"pinned-staging", "1"},
+                 {"staging-copy-threads", "2"},
+                 {"staging-min-bytes", "0"},
+                 {"staging-min-slice-bytes", "512"}},
                 {{"memory-pool-bytes", "0"}},
                 {{"memory-pool-bytes", "65536"}},
                 // Then every parameter at a non-default value at once.
@@ -170,14 +179,18 @@ TEST(OpenCLBackend, DeclaresItsParametersAndTheConfigurationsToTest) {
                  {"staging-chunk-bytes", "4096"},
                  {"staging-copy-threads", "2"},
                  {"staging-min-bytes", "0"},
-                 {"staging-min-chunks", "4"}},
+                 {"staging-min-chunks", "4"},
+                 {"staging-min-slice-bytes", "512"},
+                 {"staging-min-split-bytes", "4096"}},
                 {{"driver-delay-us", "300"},
                  {"memory-pool-bytes", "65536"},
                  {"pinned-staging", "1"},
                  {"staging-chunk-bytes", "4096"},
                  {"staging-copy-threads", "2"},
                  {"staging-min-bytes", "0"},
-                 {"staging-min-chunks", "4"}}}));
+                 {"staging-min-chunks", "4"},
+                 {"staging-min-slice-bytes", "512"},
+                 {"staging-min-split-bytes", "4096"}}}));
   // A fixed setting that turns staging off leaves the chunk size and the
   // copying threads untested.
   auto unstaged = BackendRegistry::instance().configurationsToTest(
@@ -188,6 +201,8 @@ TEST(OpenCLBackend, DeclaresItsParametersAndTheConfigurationsToTest) {
     EXPECT_EQ(c.count("staging-min-bytes"), 0u);
     EXPECT_EQ(c.count("staging-copy-threads"), 0u);
     EXPECT_EQ(c.count("staging-min-chunks"), 0u);
+    EXPECT_EQ(c.count("staging-min-split-bytes"), 0u);
+    EXPECT_EQ(c.count("staging-min-slice-bytes"), 0u);
   }
   auto caps = BackendRegistry::instance().capabilitiesFor(
       "opencl", {{"pinned-staging", "1"}});

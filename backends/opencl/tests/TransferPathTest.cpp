@@ -506,6 +506,22 @@ TEST(OpenCLStagingChunks, ATransferOfLessThanABufferIsSplitIntoChunks) {
     expectRoundTripInChunks(*device, bytes / 4, chunks);
 }
 
+// staging-min-split-bytes lowers the floor of those chunks: with a page,
+// transfers of a few KiB already move in chunks smaller than their buffer.
+TEST(OpenCLStagingChunks, TheSplitFloorIsAParameter) {
+  auto device =
+      openDevice(configNamed("cl", {{"pinned-staging", "1"},
+                                    {"staging-min-bytes", "0"},
+                                    {"staging-min-chunks", "4"},
+                                    {"staging-min-split-bytes", "4096"}}));
+  ASSERT_TRUE(device);
+  // 16 KiB in 4 of 4 KiB; 10 KiB in 3 of 4 KiB, the last partial; 4 KiB
+  // and less in one.
+  for (auto [bytes, chunks] : std::vector<std::pair<size_t, uint64_t>>{
+           {size_t(16) << 10, 4}, {size_t(10) << 10, 3}, {4096, 1}, {64, 1}})
+    expectRoundTripInChunks(*device, bytes / 4, chunks);
+}
+
 // Chunks of 4 MiB copied by three threads (slices of at least 256 KiB; the
 // last chunk partial and not a multiple of a slice), checked through a run:
 // x goes up staged, the device copies it into o, o comes back staged into
