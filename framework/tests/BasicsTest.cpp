@@ -4,6 +4,7 @@
 #include "drt/Error.h"
 #include "drt/FaultPlan.h"
 #include "drt/LocationTable.h"
+#include "drt/PathUse.h"
 #include "drt/Type.h"
 #include "drt/Violation.h"
 
@@ -12,6 +13,7 @@
 #include <iterator>
 #include <stdexcept>
 #include <string_view>
+#include <thread>
 
 using namespace drt;
 
@@ -126,6 +128,26 @@ TEST(LocationTable, AHandleOfAnotherTableIsUnknownThoughItsSlotIsLiveThere) {
   EXPECT_EQ(*second.lookup(b), 2);
   EXPECT_EQ(*first.lookup(a), 1);
   EXPECT_EQ(a.toString(), "loc#1.1");
+}
+
+TEST(PathCounter, CountsUsesAndUsesThatBeganWhileAnotherWasInside) {
+  PathCounter path("copy", true);
+  EXPECT_EQ(path.read().name, "copy");
+  EXPECT_TRUE(path.read().concurrent);
+  {
+    PathCounter::Scope first = path.enter();
+    // Another thread enters while the first use is inside: an overlap.
+    std::thread([&] { PathCounter::Scope second = path.enter(); }).join();
+    EXPECT_EQ(path.read().overlaps, 1u);
+    // A use moved on is still one use until its last holder ends it.
+    PathCounter::Scope moved = std::move(first);
+  }
+  // Both ended: the next use overlaps nothing.
+  { PathCounter::Scope third = path.enter(); }
+  path.countUse();
+  PathUse use = path.read();
+  EXPECT_EQ(use.uses, 4u);
+  EXPECT_EQ(use.overlaps, 1u);
 }
 
 TEST(FaultPlan, StrikesTheNthOperationOnce) {

@@ -283,6 +283,17 @@ struct OpenCLDeviceManager::State {
   std::unique_ptr<ParallelCopy> stagingCopy;
   /// Most bytes of freed device blocks kept for reuse; 0: none.
   uint64_t poolLimit = 0;
+  /// The context and program come from (or go to) the process's cache
+  /// (shared-context).
+  bool sharesContext = false;
+  /// The paths pathUses() reports, besides the copy threads' own
+  /// (stagingCopy). Each shared one is entered before the lock that
+  /// serialises it: two threads' calls that meet there overlap.
+  PathCounter stagingPath{"staging-buffers", true};
+  PathCounter poolPath{"memory-pool", true};
+  PathCounter poolReusePath{"pool-reuse", false};
+  PathCounter kernelsPath{"kernels", true};
+  PathCounter programCachePath{"program-cache", false};
   uint64_t programBuilds = 0;
   bool programReused = false;
   double initSeconds = 0;
@@ -919,6 +930,9 @@ Error OpenCLDeviceManager::init() {
   s.context = shared.context;
   s.program = shared.program;
   s.programReused = s.context != nullptr;
+  s.sharesContext = *sharedContext;
+  if (s.programReused)
+    s.programCachePath.countUse();
   if (!s.programReused) {
     cl_context_properties properties[] = {
         CL_CONTEXT_PLATFORM,
@@ -1017,6 +1031,24 @@ const OpenCLDeviceInfo &OpenCLDeviceManager::deviceInfo() const {
   return state_->info;
 }
 
+std::vector<PathUse> OpenCLDeviceManager::pathUses() const {
+  const State &s = *state_;
+  std::vector<PathUse> out = {s.kernelsPath.read()};
+  if (s.sharesContext)
+    out.push_back(s.programCachePath.read());
+  if (s.poolLimit) {
+    out.push_back(s.poolPath.read());
+    out.push_back(s.poolReusePath.read());
+  }
+  if (s.pinnedStaging)
+    out.push_back(s.stagingPath.read());
+  // Only a staging buffer's worth can be split between the copy threads.
+  if (s.stagingCopy && s.stagingCopy->threads() > 1 &&
+      s.stagingChunk / s.stagingCopy->minSlice() >= 2)
+    out.push_back(s.stagingCopy->pathUse());
+  return out;
+}
+
 bool OpenCLDeviceManager::programReused() const {
   return state_->programReused;
 }
@@ -1104,6 +1136,7 @@ Expected<DeviceLocation> OpenCLDeviceManager::allocate(uint64_t bytes) {
     return makeError(ErrorCode::DeviceLost,
                      what() + ": the device was lost (injected)");
   }
+  PathCounter::Scope pool = s.poolPath.enter();
   std::lock_guard<std::mutex> lock(s.mutex);
   if (!s.initialised || s.stopping)
     return makeError(ErrorCode::DeviceLost,
@@ -1131,6 +1164,7 @@ Expected<DeviceLocation> OpenCLDeviceManager::allocate(uint64_t bytes) {
     block = s.pool.take(blockBytes);
   if (block.buffer) {
     ++s.poolStats.reuses;
+    s.poolReusePath.countUse();
   } else {
     // Cached blocks give way before the blocks held pass the budget; a size
     // class that would pass it on its own is not rounded up.
@@ -1177,6 +1211,7 @@ Expected<DeviceLocation> OpenCLDeviceManager::allocate(uint64_t bytes) {
 
 Error OpenCLDeviceManager::free(DeviceLocation location) {
   State &s = *state_;
+  PathCounter::Scope pool = s.poolPath.enter();
   std::lock_guard<std::mutex> lock(s.mutex);
   std::optional<Allocation> a = s.allocations.erase(location);
   if (!a)
@@ -1280,6 +1315,7 @@ void OpenCLDeviceManager::copyToDevice(DeviceLocation dst, const std::byte *src,
     // completion writes the last chunk with a blocking call, which needs
     // no event and measured a little faster than an event's wait on
     // NVIDIA's OpenCL (docs/performance.md).
+    PathCounter::Scope staged = s.stagingPath.enter();
     uint64_t chunk = s.chunkFor(bytes);
     uint64_t chunks = (bytes + chunk - 1) / chunk;
     std::vector<StagingBuffer> staging;
@@ -1415,6 +1451,7 @@ void OpenCLDeviceManager::copyFromDevice(DeviceLocation src, std::byte *dst,
     // The driver moves chunk i + 1 into one pinned buffer while chunk i is
     // copied out of the other; the data is in place when the loop ends, so
     // the completion has no command left to wait for.
+    PathCounter::Scope staged = s.stagingPath.enter();
     uint64_t chunk = s.chunkFor(bytes);
     uint64_t chunks = (bytes + chunk - 1) / chunk;
     std::vector<StagingBuffer> staging;
@@ -1546,6 +1583,7 @@ void OpenCLDeviceManager::execute(const Function &function,
       s.faults.strike(FaultSite::Run, [this] { refuseWork(); });
   if (injected == ErrorCode::DeviceLost)
     return shutdown();
+  PathCounter::Scope launch = s.kernelsPath.enter();
   std::unique_lock<std::mutex> lock(s.mutex);
   // Failures from the claim on drop it before calling back.
   bool claimed = false;

@@ -48,6 +48,7 @@ void ParallelCopy::copy(void *dst, const void *src, size_t bytes) {
     std::memcpy(dst, src, bytes);
     return;
   }
+  PathCounter::Scope use = path_.enter();
   std::lock_guard<std::mutex> copying(copying_);
   {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -12,6 +12,8 @@
 #ifndef DRT_OPENCL_PARALLELCOPY_H
 #define DRT_OPENCL_PARALLELCOPY_H
 
+#include "drt/PathUse.h"
+
 #include <condition_variable>
 #include <cstddef>
 #include <mutex>
@@ -39,6 +41,8 @@ public:
 
   /// The number of threads a copy may use.
   unsigned threads() const { return unsigned(workers_.size()) + 1; }
+  /// The smallest slice a thread copies (the constructor's minSlice).
+  size_t minSlice() const { return minSlice_; }
 
   /// memcpy(\p dst, \p src, \p bytes), in slices of at least the
   /// constructor's minSlice copied at once by the caller and the workers;
@@ -48,6 +52,12 @@ public:
   /// The number of threads a copy uses by default on this machine: half
   /// its hardware threads, from 1 to 4.
   static unsigned defaultThreads();
+
+  /// The copies split between threads so far, as the path "parallel-copy":
+  /// machinery the threads of every transfer share (its workers hold one
+  /// copy's state at a time). A use enters it before the copies take turns,
+  /// so two threads' copies meeting in it count as an overlap.
+  PathUse pathUse() const { return path_.read(); }
 
 private:
   void work(unsigned index);
@@ -68,6 +78,7 @@ private:
   unsigned pending_ = 0;
   bool exit_ = false;
   size_t minSlice_ = MinSliceBytes;
+  PathCounter path_{"parallel-copy", true};
   std::vector<std::thread> workers_;
 };
 

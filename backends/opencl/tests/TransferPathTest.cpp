@@ -24,7 +24,9 @@
 #include <chrono>
 #include <cstring>
 #include <future>
+#include <map>
 #include <numeric>
+#include <optional>
 #include <thread>
 
 using namespace drt;
@@ -520,6 +522,50 @@ TEST(OpenCLStagingChunks, TheSplitFloorIsAParameter) {
   for (auto [bytes, chunks] : std::vector<std::pair<size_t, uint64_t>>{
            {size_t(16) << 10, 4}, {size_t(10) << 10, 3}, {4096, 1}, {64, 1}})
     expectRoundTripInChunks(*device, bytes / 4, chunks);
+}
+
+// staging-min-slice-bytes lowers the size from which a chunk is split
+// between the copy threads; the manager reports those copies as its
+// "parallel-copy" path, and the staged transfers as "staging-buffers".
+TEST(OpenCLStagingChunks, SmallChunksAreSplitBetweenThreadsWithASmallSlice) {
+  auto device =
+      openDevice(configNamed("cl", {{"pinned-staging", "1"},
+                                    {"staging-min-bytes", "0"},
+                                    {"staging-copy-threads", "2"},
+                                    {"staging-min-slice-bytes", "512"}}));
+  ASSERT_TRUE(device);
+  auto path = [&](const std::string &name) {
+    for (const PathUse &p : device->pathUses())
+      if (p.name == name)
+        return std::optional<PathUse>(p);
+    return std::optional<PathUse>();
+  };
+  ASSERT_TRUE(path("parallel-copy"));
+  EXPECT_TRUE(path("parallel-copy")->concurrent);
+  EXPECT_EQ(path("parallel-copy")->uses, 0u);
+  // 300 elements (1200 bytes) up and back: two slices each way.
+  expectRoundTripInChunks(*device, 300, 1);
+  EXPECT_EQ(path("parallel-copy")->uses, 2u);
+  EXPECT_EQ(path("staging-buffers")->uses, 2u);
+  // 200 elements (800 bytes) are less than two slices: one thread copies.
+  expectRoundTripInChunks(*device, 200, 1);
+  EXPECT_EQ(path("parallel-copy")->uses, 2u);
+  EXPECT_EQ(path("staging-buffers")->uses, 4u);
+  // One thread at a time: no use met another.
+  EXPECT_EQ(path("parallel-copy")->overlaps, 0u);
+  // With the default slice a chunk of a 4 MiB buffer can still be split;
+  // with one thread, or buffers of less than two slices, none can.
+  using Parameters = std::map<std::string, std::string>;
+  for (const Parameters &params :
+       {Parameters{{"pinned-staging", "1"}, {"staging-copy-threads", "1"}},
+        Parameters{{"pinned-staging", "1"},
+                   {"staging-copy-threads", "2"},
+                   {"staging-chunk-bytes", "4096"}}}) {
+    auto other = openDevice(configNamed("cl", params));
+    ASSERT_TRUE(other);
+    for (const PathUse &p : other->pathUses())
+      EXPECT_NE(p.name, "parallel-copy");
+  }
 }
 
 // Chunks of 4 MiB copied by three threads (slices of at least 256 KiB; the

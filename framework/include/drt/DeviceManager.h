@@ -19,6 +19,7 @@
 #include "drt/Function.h"
 #include "drt/FunctionRef.h"
 #include "drt/HostMemory.h"
+#include "drt/PathUse.h"
 #include "drt/Tensor.h"
 
 #include <atomic>
@@ -82,6 +83,11 @@ public:
   virtual size_t liveAllocations() const = 0;
   /// Counters of allocations, transfers, copies and runs.
   virtual DeviceStats stats() const = 0;
+  /// The internal paths this device's work may take in its configuration,
+  /// with how often it took each and how often two uses overlapped
+  /// (drt/PathUse.h): a path not listed cannot be taken here. Empty (the
+  /// default) for a backend that reports none.
+  virtual std::vector<PathUse> pathUses() const { return {}; }
   /// Host memory this device DMAs directly, for tensors created with it
   /// (Tensor::create(type, name, memory)): their transfers to and from this
   /// device need no staging copy. NotSupported when the backend has none

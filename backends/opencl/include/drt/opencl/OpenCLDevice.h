@@ -202,6 +202,13 @@ public:
   uint64_t physicalMemoryInUse() const override;
   size_t liveAllocations() const override;
   DeviceStats stats() const override;
+  /// kernels (runs, whose kernels the manager's threads share), and where
+  /// the configuration makes them reachable: program-cache (init reused an
+  /// earlier manager's program), memory-pool (allocations and frees that
+  /// consult the pool of freed blocks), pool-reuse (an allocation served
+  /// from it), staging-buffers (staged transfers, whose buffers come from
+  /// one ring) and parallel-copy (chunks split between the copy threads).
+  std::vector<PathUse> pathUses() const override;
   /// CL_MEM_ALLOC_HOST_PTR buffers mapped for their storage's life, one per
   /// tensor: transfers move them by DMA, with no staging copy (also with
   /// pinned-staging=1). The same object for every call.
