@@ -117,6 +117,12 @@ void Census::addRun(const RunResult &run) {
       counts["fault struck"][label.substr(13)] += uint64_t(n);
     else if (label.rfind("run-of-elements-", 0) == 0)
       counts["run elements"][label.substr(16)] += uint64_t(n);
+    // Cases in which the backend took one of its internal paths, and in
+    // which two uses of one met.
+    else if (label.rfind("path:", 0) == 0)
+      counts["backend path taken"][label.substr(5)] += uint64_t(n);
+    else if (label.rfind("path-overlapped:", 0) == 0)
+      counts["backend path overlapped"][label.substr(16)] += uint64_t(n);
     else if (label == "create-pinned")
       counts["pinned storage asked for"]["granted"] += uint64_t(n);
     else if (label == "create-pinned-fell-back-to-pageable")

@@ -772,6 +772,21 @@ public:
     return host_.device(deviceIndex_.at(name));
   }
 
+  /// Adds the paths the devices report (DeviceManager::pathUses) to
+  /// \p result: a label for each path taken and for each overlapped, and
+  /// the names of the shared ones.
+  void reportPaths(RunResult &result) const {
+    for (DeviceManager *device : devices_)
+      for (const PathUse &path : device->pathUses()) {
+        if (path.concurrent)
+          result.concurrentPaths.insert(path.name);
+        if (path.uses)
+          ++result.labels["path:" + path.name];
+        if (path.overlaps)
+          ++result.labels["path-overlapped:" + path.name];
+      }
+  }
+
   /// Executes \p c, whose effect \p model already predicts; fills outcome,
   /// message and callbacks of \p obs.
   /// With \p recordPending (a transfer of the command's record issued
@@ -2967,6 +2982,9 @@ void runInto(const Scenario &scenario, const RunOptions &options,
         }
       }
     }
+    // The paths of the backend under test (a partner's are its own): what
+    // its devices did in the whole scenario, teardown included.
+    lanes.front().sessions.front()->reportPaths(result);
   } catch (...) {
     result.divergence = escapedDivergence(scenario, progress);
   }

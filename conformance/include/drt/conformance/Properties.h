@@ -44,6 +44,14 @@ struct PropertyFamily {
   /// BackendParameter::Scope::BetweenDevices run in it, and only in such
   /// families.
   bool aboutMovesBetweenDevices = false;
+  /// The family runs branches on threads of their own: while a path the
+  /// backend reports as shared between threads (PathUse::concurrent) was
+  /// taken by the family's cases ("path:NAME") but never entered by one
+  /// thread while another was inside it ("path-overlapped:NAME"), in any
+  /// configuration, more rounds run, as for a missing key state. One still
+  /// missing then is noted in the result's reason, not failed: whether
+  /// threads meet is the machine's timing.
+  bool overlapsSharedPaths = false;
   /// The family is about large tensors (the size classes up to several
   /// MiB): a fuzzer that bounds live bytes to keep inputs cheap gives such
   /// a family a larger bound of its own (FuzzSetup::maxLargeLiveBytes).

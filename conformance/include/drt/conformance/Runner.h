@@ -19,6 +19,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -136,8 +137,14 @@ struct RunResult {
   std::optional<Divergence> divergence;
   /// Steps executed (including the failing one).
   size_t steps = 0;
-  /// Coverage labels reached and how often.
+  /// Coverage labels reached and how often. Besides the model's and the
+  /// parallel block's, "path:NAME" and "path-overlapped:NAME" for each
+  /// internal path the backend under test's devices reported taken, and
+  /// entered while another use was inside (DeviceManager::pathUses).
   std::map<std::string, int> labels;
+  /// The paths those devices reported as shared between threads
+  /// (PathUse::concurrent), taken or not: the overlaps worth steering to.
+  std::set<std::string> concurrentPaths;
   /// Residency transitions exercised, "Host -to-device-> Device" to count.
   std::map<std::string, int> transitions;
   /// What the run could not compare, and why: after a parallel block whose
