@@ -773,18 +773,23 @@ public:
   }
 
   /// Adds the paths the devices report (DeviceManager::pathUses) to
-  /// \p result: a label for each path taken and for each overlapped, and
-  /// the names of the shared ones.
+  /// \p result: a label for each path any of them took and for each one
+  /// any of them overlapped, once a scenario whatever the number of
+  /// devices (the census counts cases), and the names of the shared ones.
   void reportPaths(RunResult &result) const {
+    std::set<std::string> taken, overlapped;
     for (DeviceManager *device : devices_)
       for (const PathUse &path : device->pathUses()) {
         if (path.concurrent)
           result.concurrentPaths.insert(path.name);
         if (path.uses)
-          ++result.labels["path:" + path.name];
+          taken.insert("path:" + path.name);
         if (path.overlaps)
-          ++result.labels["path-overlapped:" + path.name];
+          overlapped.insert("path-overlapped:" + path.name);
       }
+    for (const std::set<std::string> *labels : {&taken, &overlapped})
+      for (const std::string &label : *labels)
+        ++result.labels[label];
   }
 
   /// Executes \p c, whose effect \p model already predicts; fills outcome,

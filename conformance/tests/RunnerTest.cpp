@@ -251,6 +251,61 @@ shutdown d0
   EXPECT_EQ(r.transitions.size(), 5u);
 }
 
+/// A device that reports three paths: a shared one it takes on every
+/// upload, a shared one it never takes, and one of its own uploads take
+/// with another inside it (as a path of two threads would be).
+class ReportsPaths final : public fake::FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+  ~ReportsPaths() override { shutdown(); }
+  std::vector<PathUse> pathUses() const override {
+    return {upload_.read(), idle_.read(), nested_.read()};
+  }
+
+protected:
+  void copyToDevice(DeviceLocation dst, const std::byte *src, uint64_t bytes,
+                    CompletionCallback done) override {
+    PathCounter::Scope use = upload_.enter();
+    {
+      PathCounter::Scope outer = nested_.enter();
+      PathCounter::Scope inner = nested_.enter();
+    }
+    FakeDevice::copyToDevice(dst, src, bytes, std::move(done));
+  }
+
+private:
+  PathCounter upload_{"upload", true}, idle_{"idle", true},
+      nested_{"nested", false};
+};
+
+TEST(Runner, BackendPathsBecomeLabelsOnceAScenario) {
+  const std::string &backend = testBackend<ReportsPaths>("reports-paths");
+  RunResult r = run(R"(device d0
+device d1
+create a f32 [4]
+create b f32 [4]
+to-device a d0
+to-device b d1
+to-device a d1
+)",
+                    backend);
+  ASSERT_TRUE(r.passed()) << (r.divergence ? r.divergence->toString()
+                                           : r.setupError);
+  // Taken on both devices, counted once; never taken, no label.
+  EXPECT_EQ(r.labels["path:upload"], 1);
+  EXPECT_EQ(r.labels.count("path-overlapped:upload"), 0u);
+  EXPECT_EQ(r.labels.count("path:idle"), 0u);
+  EXPECT_EQ(r.labels["path:nested"], 1);
+  EXPECT_EQ(r.labels["path-overlapped:nested"], 1);
+  // The shared paths, taken or not; the one of its own is not.
+  EXPECT_EQ(r.concurrentPaths, (std::set<std::string>{"idle", "upload"}));
+  // A backend that reports none gets no path label.
+  RunResult plain = run("device d0\ncreate a f32 [4]\nto-device a d0\n");
+  for (const auto &[label, n] : plain.labels)
+    EXPECT_NE(label.rfind("path", 0), 0u) << label;
+  EXPECT_TRUE(plain.concurrentPaths.empty());
+}
+
 TEST(Runner, AWrongExpectationIsReportedAgainstTheModel) {
   RunResult r = run("device d0\ncreate a f32 [4]\nrelease a d0 -> error "
                     "InvalidArgument\n");
