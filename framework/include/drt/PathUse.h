@@ -1,5 +1,4 @@
-//===- drt/PathUse.h - Which internal paths a backend's work took -*- C++
-//-*-===//
+//===- drt/PathUse.h - Internal paths a backend's work took ----*- C++ -*-===//
 //
 // A backend reaches much of its code only on some paths: a copy large enough
 // to be split between threads, a block served from a pool, a staging buffer
