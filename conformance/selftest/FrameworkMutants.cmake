@@ -40,6 +40,11 @@ function(drt_add_framework_mutant name patch)
     DEPENDS ${patch} ${framework_files}
             ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/ApplyMutant.cmake
     COMMENT "Applying mutant ${name}")
+  # The patched copy of include/ is no declared output: a change to a
+  # framework header that leaves the copied sources as they were must still
+  # recompile them, after the copy, not before.
+  set_source_files_properties(${patched_sources} PROPERTIES
+                              OBJECT_DEPENDS ${dir}/applied.stamp)
   set(target drt_framework_mutant_${name})
   add_library(${target} SHARED ${patched_sources} ${objects})
   target_include_directories(${target} PRIVATE ${dir}/include
