@@ -763,14 +763,18 @@ const std::vector<BackendParameter> &openCLParameters() {
     driverDelay.testedWith = {{"pinned-staging", "1"},
                               {"staging-min-bytes", "0"}};
     // The floor below which staging-min-chunks splits no further. Tested at
-    // a page, with 4 chunks, so that a transfer of 8 KiB or more already
+    // two pages, with 4 chunks, so that a transfer of 32 KiB or more already
     // moves in chunks smaller than its staging buffer, at their own
-    // offsets, as by default only one of 512 KiB or more does.
+    // offsets, as by default only one of 512 KiB or more does; and above
+    // the smallest staging buffer tested (staging-chunk-bytes=4096), so
+    // that where the two meet (the combined configurations) the floor lies
+    // past the buffer, as the default floor does past any buffer under
+    // 256 KiB, and the chunk must be cut to the buffer.
     BackendParameter stagingMinSplit = BackendParameter::unsignedInRange(
         "staging-min-split-bytes", uint64_t(256) << 10, 4096, uint64_t(1) << 30,
         "smallest chunk staging-min-chunks splits a transfer into (rounded up "
         "to 4 KiB pages; at most a staging buffer)",
-        {4096});
+        {8192});
     stagingMinSplit.testedWith = {{"pinned-staging", "1"},
                                   {"staging-min-bytes", "0"},
                                   {"staging-min-chunks", "4"}};

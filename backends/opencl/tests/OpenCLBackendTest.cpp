@@ -165,7 +165,7 @@ TEST(OpenCLBackend, DeclaresItsParametersAndTheConfigurationsToTest) {
                 {{"pinned-staging", "1"},
                  {"staging-min-bytes", "0"},
                  {"staging-min-chunks", "4"},
-                 {"staging-min-split-bytes", "4096"}},
+                 {"staging-min-split-bytes", "8192"}},
                 {{"pinned-staging", "1"},
                  {"staging-copy-threads", "2"},
                  {"staging-min-bytes", "0"},
@@ -181,7 +181,7 @@ TEST(OpenCLBackend, DeclaresItsParametersAndTheConfigurationsToTest) {
                  {"staging-min-bytes", "0"},
                  {"staging-min-chunks", "4"},
                  {"staging-min-slice-bytes", "512"},
-                 {"staging-min-split-bytes", "4096"}},
+                 {"staging-min-split-bytes", "8192"}},
                 {{"driver-delay-us", "300"},
                  {"memory-pool-bytes", "65536"},
                  {"pinned-staging", "1"},
@@ -190,7 +190,7 @@ TEST(OpenCLBackend, DeclaresItsParametersAndTheConfigurationsToTest) {
                  {"staging-min-bytes", "0"},
                  {"staging-min-chunks", "4"},
                  {"staging-min-slice-bytes", "512"},
-                 {"staging-min-split-bytes", "4096"}}}));
+                 {"staging-min-split-bytes", "8192"}}}));
   // A fixed setting that turns staging off leaves the chunk size and the
   // copying threads untested.
   auto unstaged = BackendRegistry::instance().configurationsToTest(
