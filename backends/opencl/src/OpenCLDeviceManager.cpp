@@ -58,8 +58,9 @@ struct StagingBuffer {
   void *mapped = nullptr;
 };
 
-/// Staging buffers kept for reuse once their transfer completes.
-constexpr size_t MaxPooledStagingBuffers = 8;
+/// Staging buffers kept for reuse once their transfer completes, by default
+/// (staging-pool-buffers).
+constexpr uint64_t DefaultPooledStagingBuffers = 8;
 
 /// The smallest size class of device blocks.
 constexpr uint64_t MinimumBlockBytes = 512;
@@ -323,6 +324,9 @@ struct OpenCLDeviceManager::State {
   DeviceBlockPool pool;
   OpenCLPoolStats poolStats;
   std::vector<StagingBuffer> stagingPool;
+  /// Most buffers stagingPool keeps (staging-pool-buffers); the others go
+  /// back to the driver when their transfer ends.
+  uint64_t stagingPoolLimit = DefaultPooledStagingBuffers;
   /// Made at the first pinnedHostMemory() call.
   std::shared_ptr<HostMemory> pinnedMemory;
   std::map<std::string, PreparedFunction> functions;
@@ -591,7 +595,7 @@ struct OpenCLDeviceManager::State {
   /// Returns \p buffers for reuse; called with mutex held.
   void returnStagingLocked(const std::vector<StagingBuffer> &buffers) {
     for (const StagingBuffer &staging : buffers) {
-      if (stopping || stagingPool.size() >= MaxPooledStagingBuffers)
+      if (stopping || stagingPool.size() >= stagingPoolLimit)
         releaseStaging(staging);
       else
         stagingPool.push_back(staging);
@@ -791,6 +795,18 @@ const std::vector<BackendParameter> &openCLParameters() {
     stagingMinSlice.testedWith = {{"pinned-staging", "1"},
                                   {"staging-copy-threads", "2"},
                                   {"staging-min-bytes", "0"}};
+    // The count past which a staging buffer whose transfer ended goes back
+    // to the driver instead of to the pool. Tested at 1, with every
+    // transfer staged: a transfer takes two buffers, so that one of them is
+    // released and made anew at each transfer, where by default three
+    // branches' six buffers all stay pooled.
+    BackendParameter stagingPool = BackendParameter::unsignedInRange(
+        "staging-pool-buffers", DefaultPooledStagingBuffers, 0, 1024,
+        "staging buffers kept for reuse once their transfer ends; the others "
+        "go back to the driver (0: none kept)",
+        {1});
+    stagingPool.testedWith = {{"pinned-staging", "1"},
+                              {"staging-min-bytes", "0"}};
     BackendParameter deviceIndex = BackendParameter::unsignedInRange(
         "device-index", 0, 0, std::numeric_limits<uint32_t>::max(),
         "which of the matching devices to use (default: the device's "
@@ -821,6 +837,7 @@ const std::vector<BackendParameter> &openCLParameters() {
         stagingMinChunks,
         stagingMinSplit,
         stagingMinSlice,
+        stagingPool,
         // Tested off, and small enough that blocks are given back to the
         // driver while others stay cached.
         BackendParameter::unsignedInRange(
@@ -868,6 +885,8 @@ Error OpenCLDeviceManager::init() {
       "staging-min-slice-bytes", ParallelCopy::MinSliceBytes);
   Expected<uint64_t> poolLimit =
       config().uintParameter("memory-pool-bytes", uint64_t(1) << 30);
+  Expected<uint64_t> stagingPoolLimit = config().uintParameter(
+      "staging-pool-buffers", DefaultPooledStagingBuffers);
   if (Expected<uint64_t> delay = config().uintParameter("driver-delay-us", 0);
       *delay)
     s.driver.delayCommands(std::chrono::microseconds(*delay));
@@ -907,6 +926,7 @@ Error OpenCLDeviceManager::init() {
                         : ParallelCopy::defaultThreads(),
         size_t(*stagingMinSlice));
   s.poolLimit = *poolLimit;
+  s.stagingPoolLimit = *stagingPoolLimit;
   std::string where =
       "initialising device '" + name() + "' (" + s.info.toString() + ")";
 

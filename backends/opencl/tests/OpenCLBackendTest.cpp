@@ -142,7 +142,7 @@ TEST(OpenCLBackend, DeclaresItsParametersAndTheConfigurationsToTest) {
                        "driver-delay-us", "staging-chunk-bytes",
                        "staging-copy-threads", "staging-min-chunks",
                        "staging-min-split-bytes", "staging-min-slice-bytes",
-                       "memory-pool-bytes"}));
+                       "staging-pool-buffers", "memory-pool-bytes"}));
   auto configurations =
       BackendRegistry::instance().configurationsToTest("opencl");
   ASSERT_TRUE(configurations);
@@ -170,6 +170,9 @@ TEST(OpenCLBackend, DeclaresItsParametersAndTheConfigurationsToTest) {
                  {"staging-copy-threads", "2"},
                  {"staging-min-bytes", "0"},
                  {"staging-min-slice-bytes", "512"}},
+                {{"pinned-staging", "1"},
+                 {"staging-min-bytes", "0"},
+                 {"staging-pool-buffers", "1"}},
                 {{"memory-pool-bytes", "0"}},
                 {{"memory-pool-bytes", "65536"}},
                 // Then every parameter at a non-default value at once.
@@ -181,7 +184,8 @@ TEST(OpenCLBackend, DeclaresItsParametersAndTheConfigurationsToTest) {
                  {"staging-min-bytes", "0"},
                  {"staging-min-chunks", "4"},
                  {"staging-min-slice-bytes", "512"},
-                 {"staging-min-split-bytes", "8192"}},
+                 {"staging-min-split-bytes", "8192"},
+                 {"staging-pool-buffers", "1"}},
                 {{"driver-delay-us", "300"},
                  {"memory-pool-bytes", "65536"},
                  {"pinned-staging", "1"},
@@ -190,7 +194,8 @@ TEST(OpenCLBackend, DeclaresItsParametersAndTheConfigurationsToTest) {
                  {"staging-min-bytes", "0"},
                  {"staging-min-chunks", "4"},
                  {"staging-min-slice-bytes", "512"},
-                 {"staging-min-split-bytes", "8192"}}}));
+                 {"staging-min-split-bytes", "8192"},
+                 {"staging-pool-buffers", "1"}}}));
   // A fixed setting that turns staging off leaves the chunk size and the
   // copying threads untested.
   auto unstaged = BackendRegistry::instance().configurationsToTest(
@@ -203,6 +208,7 @@ TEST(OpenCLBackend, DeclaresItsParametersAndTheConfigurationsToTest) {
     EXPECT_EQ(c.count("staging-min-chunks"), 0u);
     EXPECT_EQ(c.count("staging-min-split-bytes"), 0u);
     EXPECT_EQ(c.count("staging-min-slice-bytes"), 0u);
+    EXPECT_EQ(c.count("staging-pool-buffers"), 0u);
   }
   auto caps = BackendRegistry::instance().capabilitiesFor(
       "opencl", {{"pinned-staging", "1"}});
