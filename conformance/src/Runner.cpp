@@ -2631,10 +2631,10 @@ Divergence escapedDivergence(const Scenario &scenario,
   return d;
 }
 
-/// Runs \p scenario as runScenario describes, into \p result, \p labels
-/// and \p transitions, marking its \p progress.
 void keepCrashReportsInFront();
 
+/// Runs \p scenario as runScenario describes, into \p result, \p labels
+/// and \p transitions, marking its \p progress.
 void runInto(const Scenario &scenario, const RunOptions &options,
              RunResult &result, LabelCounts &labels,
              TransitionCounts &transitions, Progress &progress) {
@@ -3199,13 +3199,15 @@ RunResult runScenario(const Scenario &scenario, const RunOptions &options) {
     // One copy a thread, of its outermost scenario: a few microseconds per
     // case, paid only where crashes are reported. Never freed: a crash at
     // the process's end may still print it.
-    thread_local ProtectedText *copy = new ProtectedText;
+    thread_local ProtectedText *copy = nullptr;
     thread_local unsigned depth = 0;
     struct Depth {
       unsigned &d;
       ~Depth() { --d; }
     } inner{++depth};
     if (depth == 1 && crashReportsWanted.load(std::memory_order_relaxed)) {
+      if (!copy)
+        copy = new ProtectedText;
       std::string text =
           "# on backend " + options.backend +
           (options.against.empty() ? std::string()

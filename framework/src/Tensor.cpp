@@ -64,7 +64,10 @@ uint64_t ResidencyRecord::freshVersion() {
 }
 
 void ResidencyRecord::settleIfShutDown() {
-  if (!manager_->isShutDown())
+  if (!manager_ ||
+      (state_ != ResidencyState::Device &&
+       state_ != ResidencyState::Mirrored) ||
+      !manager_->isShutDown())
     return;
   // A mirrored record still has a valid host copy; a device-only one is
   // lost. The shutdown frees the device memory and skips the record.
@@ -78,10 +81,7 @@ ResidencySnapshot ResidencyRecord::snapshot() const {
   // A look is enough to see a shutdown under way (semantics, section 6): a
   // record that no operation holds on a device that already refuses work
   // takes the state the shutdown gives it, as a wait for it would.
-  if (manager_ && !busy() &&
-      (state_ == ResidencyState::Device ||
-       state_ == ResidencyState::Mirrored) &&
-      manager_->isShutDown())
+  if (!busy())
     const_cast<ResidencyRecord *>(this)->settleIfShutDown();
   return {state_, manager_, location_, busy(),
           version_.load(std::memory_order_relaxed)};

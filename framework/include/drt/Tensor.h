@@ -99,11 +99,10 @@ private:
   /// no order (semantics, section 6).
   void waitUntilIdleLocked(std::unique_lock<std::mutex> &lock) {
     idle_.wait(lock, [&] { return !busy(); });
-    if (manager_ && (state_ == ResidencyState::Device ||
-                     state_ == ResidencyState::Mirrored))
-      settleIfShutDown();
+    settleIfShutDown();
   }
-  /// The shutdown's change of a record resident on a device shut down.
+  /// The shutdown's change of a record resident (Device or Mirrored) on a
+  /// device shut down; nothing for any other.
   void settleIfShutDown();
   /// Waits (under \p lock of mutex_) until idle, then marks the record busy.
   void acquire(std::unique_lock<std::mutex> &lock) {
