@@ -117,6 +117,12 @@ public:
               c->kind == CommandKind::Run) &&
              rng_.percent(p_.pipelinePercent))
       c->noWait = true;
+    else if (p_.syncPercent && c &&
+             (c->kind == CommandKind::ToDevice ||
+              c->kind == CommandKind::FromDevice ||
+              c->kind == CommandKind::Run) &&
+             rng_.percent(p_.syncPercent))
+      c->sync = true;
     besideRecord_.reset();
     if (c) {
       // Now and then the next command transfers another record, issued
@@ -1981,6 +1987,7 @@ void ScenarioGenerator::addParallelBlock(Scenario &s, Model &model,
       if (c.kind == CommandKind::Run) {
         c = *run;
         c.branch = int(b);
+        c.sync = profile_.syncPercent && rng.percent(profile_.syncPercent);
         s.commands.push_back(c);
         continue;
       }
@@ -2003,6 +2010,10 @@ void ScenarioGenerator::addParallelBlock(Scenario &s, Model &model,
       default:
         break;
       }
+      if ((c.kind == CommandKind::ToDevice ||
+           c.kind == CommandKind::FromDevice) &&
+          profile_.syncPercent)
+        c.sync = rng.percent(profile_.syncPercent);
       s.commands.push_back(c);
     }
   }

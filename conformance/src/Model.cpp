@@ -1200,6 +1200,11 @@ ModelStep Model::apply(const Command &c) {
     auto [kindText, name] = o.textParts();
     step.labels.push_back({"outcome-", kindText, name});
   }
+  if (c.sync)
+    step.labels.emplace_back(c.kind == CommandKind::Run ? "sync-run"
+                             : c.kind == CommandKind::ToDevice
+                                 ? "sync-to-device"
+                                 : "sync-from-device");
   if (c.noWait) {
     step.labels.emplace_back("issued-without-waiting");
     if (const ModelTensor *t =

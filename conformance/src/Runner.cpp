@@ -4,6 +4,7 @@
 #include "drt/BackendRegistry.h"
 #include "drt/HostManager.h"
 #include "drt/HostMemory.h"
+#include "drt/SyncTransfer.h"
 #include "drt/Violation.h"
 #include "drt/conformance/Configuration.h"
 #include "drt/conformance/Model.h"
@@ -941,6 +942,8 @@ public:
         std::lock_guard<std::mutex> lock(probe->mutex);
         result = probe->first;
       }
+    } else if (c.sync) {
+      obs.callbacks = syncCallbacks(obs);
     }
     if (obs.outcome.kind != Outcome::Kind::Violation && result) {
       obs.outcome = Outcome::error(result.code());
@@ -956,6 +959,15 @@ public:
   /// command that blocks by shutting the devices down.
   std::unique_ptr<Watchdog> branchWatchdog() {
     return std::make_unique<Watchdog>([this] { shutDownDevices(); });
+  }
+
+  /// The callbacks of a command issued through the framework's blocking
+  /// helper, which passed one of its own: the helper returns only once that
+  /// was called, and the framework reports a second call from the backend
+  /// as a background error (compared after the step). None where the step
+  /// blocked or a violation stopped it before the operation began.
+  static int syncCallbacks(const Observation &obs) {
+    return obs.blocked || obs.outcome.kind == Outcome::Kind::Violation ? 0 : 1;
   }
 
   /// Executes a command of a parallel branch on the calling thread and waits
@@ -1005,6 +1017,8 @@ public:
       return;
     if (probe)
       return awaitPending(probe, obs);
+    if (c.sync)
+      obs.callbacks = syncCallbacks(obs);
     if (result) {
       obs.outcome = Outcome::error(result.code());
       obs.message = result.message();
@@ -1953,6 +1967,12 @@ private:
         location = locations_[c.location];
       DeviceManager &d = device(c.device);
       Tensor &t = tensor(c.target);
+      if (c.sync) {
+        Error e;
+        callCatchingViolation(
+            [&] { e = transferToDeviceSync(d, t, location); });
+        return e;
+      }
       CompletionCallback done = callback();
       callCatchingViolation(
           [&] { d.transferToDevice(t, location, std::move(done)); });
@@ -1961,6 +1981,12 @@ private:
     case CommandKind::FromDevice: {
       DeviceManager &d = device(c.device);
       Tensor &t = tensor(c.target);
+      if (c.sync) {
+        Error e;
+        callCatchingViolation(
+            [&] { e = transferFromDeviceSync(d, t, c.release); });
+        return e;
+      }
       CompletionCallback done = callback();
       callCatchingViolation(
           [&] { d.transferFromDevice(t, c.release, std::move(done)); });
@@ -2008,8 +2034,20 @@ private:
         ctx.bindings().unbind(ph);
       for (const auto &[ph, t] : c.bindings)
         ctx.bindings().bind(ph, tensor(t));
-      device(networkDevice_.at(c.target))
-          .runFunction(c.target, ctx, callback());
+      DeviceManager &d = device(networkDevice_.at(c.target));
+      if (c.sync) {
+        // Through the host manager where it places the network; a network
+        // it forgot (evicted, or refused when added) is still run on the
+        // device the scenario names, whose answer the model predicts.
+        Error e;
+        callCatchingViolation([&] {
+          e = host_.deviceOf(c.target) == &d
+                  ? host_.runNetwork(c.target, ctx)
+                  : runFunctionSync(d, c.target, ctx);
+        });
+        return e;
+      }
+      d.runFunction(c.target, ctx, callback());
       return Error::success();
     }
     case CommandKind::EvictNetwork:

@@ -88,7 +88,8 @@ bool operator==(const Command &a, const Command &b) {
          a.bytes == b.bytes && a.fault.site == b.fault.site &&
          a.fault.nth == b.fault.nth && a.fault.code == b.fault.code &&
          a.nodes == b.nodes && a.bindings == b.bindings &&
-         a.expect == b.expect && a.noWait == b.noWait && a.branch == b.branch;
+         a.expect == b.expect && a.noWait == b.noWait && a.sync == b.sync &&
+         a.branch == b.branch;
 }
 
 bool branchCommandKind(CommandKind kind) {
@@ -595,6 +596,13 @@ std::string validateScenario(const Scenario &scenario) {
         c.kind != CommandKind::FromDevice && c.kind != CommandKind::Run)
       return step() + "only to-device, from-device and run can be issued "
                       "without waiting ('&')";
+    if (c.sync && c.kind != CommandKind::ToDevice &&
+        c.kind != CommandKind::FromDevice && c.kind != CommandKind::Run)
+      return step() + "only to-device, from-device and run can be issued "
+                      "through the framework's blocking helpers ('sync')";
+    if (c.sync && c.noWait)
+      return step() + "'sync' waits in the framework's helper: it cannot be "
+                      "issued without waiting ('&') too";
     if (pending &&
         (c.kind == CommandKind::Shutdown || c.kind == CommandKind::InjectFault))
       return step() + "a transfer issued with '&' is still pending: a "

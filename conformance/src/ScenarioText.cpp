@@ -450,7 +450,8 @@ Command parseCommand(LineParser &p, CommandKind kind) {
     break;
   case CommandKind::Run:
     c.target = p.name("a network name");
-    while (!p.atEnd() && p.peek()->text != "->" && p.peek()->text != "&") {
+    while (!p.atEnd() && p.peek()->text != "->" && p.peek()->text != "&" &&
+           p.peek()->text != "sync") {
       Token t = p.next("");
       size_t eq = t.text.find('=');
       if (eq == std::string_view::npos || !isName(t.text.substr(0, eq)) ||
@@ -501,11 +502,23 @@ Command parseCommand(LineParser &p, CommandKind kind) {
     c.device = p.name("a device name");
     break;
   }
+  bool transferOrRun = kind == CommandKind::ToDevice ||
+                       kind == CommandKind::FromDevice ||
+                       kind == CommandKind::Run;
+  if (!p.atEnd() && p.peek()->text == "sync") {
+    if (!transferOrRun)
+      p.fail("end of line or '-> OUTCOME' ('sync', waiting in the "
+             "framework's helper, follows to-device, from-device and run "
+             "only)");
+    p.next("");
+    c.sync = true;
+  }
   if (!p.atEnd() && p.peek()->text == "&") {
-    if (kind != CommandKind::ToDevice && kind != CommandKind::FromDevice &&
-        kind != CommandKind::Run)
-      p.fail("end of line or '-> OUTCOME' ('&', issuing without waiting, "
-             "follows to-device, from-device and run only)");
+    if (!transferOrRun || c.sync)
+      p.fail(c.sync ? "end of line or '-> OUTCOME' ('sync' waits: it takes "
+                      "no '&')"
+                    : "end of line or '-> OUTCOME' ('&', issuing without "
+                      "waiting, follows to-device, from-device and run only)");
     p.next("");
     c.noWait = true;
   }
@@ -742,6 +755,8 @@ std::string printCommand(const Command &c) {
     add(std::to_string(c.bytes));
     break;
   }
+  if (c.sync)
+    s += " sync";
   if (c.noWait)
     s += " &";
   if (c.branch)

@@ -70,6 +70,43 @@ TEST(ScenarioText, EveryCommandRoundTrips) {
   EXPECT_EQ(printScenario(s), EveryCommand);
 }
 
+TEST(ScenarioText, SyncMarksCommandsIssuedThroughTheBlockingHelpers) {
+  const char *text = R"(device d0
+create a f32 [4] fill=1
+alloc L0 d0 16
+to-device a d0 at=L0 sync
+from-device a d0 keep sync
+add-network n d0 f32 [4] o=relu(x)
+create b f32 [4]
+run n x=a o=b sync -> error DeviceError
+|1 to-device b d0 sync
+|2 from-device a d0 release sync
+)";
+  Scenario s = parseOk(text);
+  ASSERT_EQ(s.commands.size(), 9u);
+  for (size_t i : {2u, 3u, 6u, 7u, 8u})
+    EXPECT_TRUE(s.commands[i].sync) << "command " << i;
+  EXPECT_FALSE(s.commands[0].sync);
+  EXPECT_EQ(s.commands[2].location, "L0");
+  EXPECT_FALSE(s.commands[3].release);
+  EXPECT_EQ(s.commands[6].bindings.size(), 2u);
+  EXPECT_EQ(s.commands[6].expect, Outcome::error(ErrorCode::DeviceError));
+  EXPECT_EQ(printScenario(s), text);
+  Scenario plain = s;
+  plain.commands[3].sync = false;
+  EXPECT_FALSE(plain == s);
+
+  EXPECT_EQ(parseError("device d0\ncreate a f32 [4]\nread a sync\n"),
+            "3:8: expected end of line or '-> OUTCOME' ('sync', waiting in "
+            "the framework's helper, follows to-device, from-device and run "
+            "only), found 'sync'");
+  EXPECT_EQ(parseError("device d0\ncreate a f32 [4]\nto-device a d0 sync &\n"),
+            "3:21: expected end of line or '-> OUTCOME' ('sync' waits: it "
+            "takes no '&'), found '&'");
+  EXPECT_EQ(parseError("device d0\ncreate a f32 [4]\nto-device a d0 & sync\n"),
+            "3:18: expected end of line or '-> OUTCOME', found 'sync'");
+}
+
 TEST(ScenarioText, CommentsAndBlankLinesAreSkipped) {
   Scenario s = parseOk("# a comment\n\ndevice d0\n  create a u8 [3]\n");
   ASSERT_EQ(s.commands.size(), 1u);

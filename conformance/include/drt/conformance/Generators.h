@@ -102,6 +102,11 @@ struct GeneratorProfile {
   /// ('&'); the commands after one often act on the same tensor while its
   /// transfer is pending. 0: every command waits.
   unsigned pipelinePercent = 0;
+  /// Percent of the to-device, from-device and run commands that wait
+  /// which go through the framework's blocking helpers ('sync'), in the
+  /// sequence and in parallel branches: where a backend completes a
+  /// waiting caller's work on the caller's thread, that path is checked too.
+  unsigned syncPercent = 25;
   /// Most branches of the parallel block that ends each scenario (0: no
   /// parallel block; else 2 to this many, at most MaxBranches). Each branch
   /// gets a full view of each of up to sharedRecords records the scenario

@@ -146,6 +146,13 @@ struct Command {
   /// busy (and must wait for it); the outcome and the callback are checked
   /// after the next command written without '&'.
   bool noWait = false;
+  /// to-device, from-device and run written with a trailing 'sync': the
+  /// caller blocks in the framework's helper (transferToDeviceSync,
+  /// transferFromDeviceSync, HostManager::runNetwork) instead of passing a
+  /// callback of its own. A backend may complete such a caller's work on
+  /// the caller's thread (callerWaitsForCompletion), a path of its own that
+  /// a command with a callback never takes. Never with noWait.
+  bool sync = false;
   /// 0 for the scenario's sequential part; 1 to MaxBranches for a command
   /// of the parallel block that ends a scenario (written "|N COMMAND"): each
   /// branch runs on a thread of its own, and the history is checked for
