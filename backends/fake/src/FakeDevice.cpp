@@ -14,7 +14,6 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <new>
 #include <type_traits>
 
 namespace drt::fake {
@@ -185,16 +184,17 @@ std::vector<std::string> FakeDevice::events() const {
 std::vector<std::byte> FakeDevice::deviceBytes(DeviceLocation location) const {
   std::lock_guard<std::mutex> lock(mutex_);
   const Allocation *a = table_.lookup(location);
-  return a ? a->bytes : std::vector<std::byte>{};
+  return a ? std::vector<std::byte>(a->begin(), a->begin() + a->size)
+           : std::vector<std::byte>{};
 }
 
 bool FakeDevice::overwriteDeviceBytes(DeviceLocation location, uint64_t offset,
                                       std::span<const std::byte> bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
   Allocation *a = table_.lookup(location);
-  if (!a || offset > a->bytes.size() || bytes.size() > a->bytes.size() - offset)
+  if (!a || offset > a->size || bytes.size() > a->size - offset)
     return false;
-  std::memcpy(a->bytes.data() + offset, bytes.data(), bytes.size());
+  std::memcpy(a->begin() + offset, bytes.data(), bytes.size());
   return true;
 }
 
@@ -259,16 +259,15 @@ Expected<DeviceLocation> FakeDevice::allocate(uint64_t bytes) {
                          std::to_string(budget_) + " bytes in use");
   // The simulated memory is host memory, which may run out before the
   // budget does.
-  Allocation allocation;
-  try {
-    allocation.bytes.resize(bytes);
-  } catch (const std::bad_alloc &) {
+  Allocation allocation{
+      {static_cast<std::byte *>(std::calloc(bytes, 1)), Allocation::Free{}},
+      bytes};
+  if (!allocation.data)
     return makeError(ErrorCode::OutOfMemory, "fake device '" + name() +
                                                  "': the host cannot hold a "
                                                  "simulated allocation of " +
                                                  std::to_string(bytes) +
                                                  " bytes");
-  }
   DeviceLocation loc = table_.insert(std::move(allocation));
   if (loc.isNull())
     return makeError(ErrorCode::OutOfMemory,
@@ -291,7 +290,7 @@ Error FakeDevice::free(DeviceLocation location) {
                      "fake device '" + name() + "': free of " +
                          location.toString() +
                          ", which is stale, unknown or already released");
-  uint64_t bytes = a->bytes.size();
+  uint64_t bytes = a->size;
   used_ -= bytes;
   physical_ -= (bytes + alignment_ - 1) & ~(alignment_ - 1);
   ++stats_.frees;
@@ -306,7 +305,7 @@ Expected<uint64_t> FakeDevice::allocationSize(DeviceLocation location) const {
     return makeError(ErrorCode::InvalidArgument,
                      "fake device '" + name() + "': " + location.toString() +
                          " is stale or unknown");
-  return uint64_t(a->bytes.size());
+  return a->size;
 }
 
 template <typename Work>
@@ -381,12 +380,12 @@ void FakeDevice::copyToDevice(DeviceLocation dst, const std::byte *src,
         if (Error e = refuseIfStopped())
           return e;
         Allocation *a = table_.lookup(dst);
-        if (!a || a->bytes.size() < bytes)
+        if (!a || a->size < bytes)
           return makeError(ErrorCode::InvalidArgument,
                            "fake device '" + name() + "': copy to " +
                                dst.toString() + " of " + std::to_string(bytes) +
                                " bytes: stale location or too small");
-        std::memcpy(a->bytes.data(), src, bytes);
+        std::memcpy(a->begin(), src, bytes);
         ++stats_.transfersToDevice;
         stats_.bytesToDevice += bytes;
         logAction("to-device", dst, bytes);
@@ -411,12 +410,12 @@ void FakeDevice::copyFromDevice(DeviceLocation src, std::byte *dst,
         if (Error e = refuseIfStopped())
           return e;
         const Allocation *a = table_.lookup(src);
-        if (!a || a->bytes.size() < bytes)
+        if (!a || a->size < bytes)
           return makeError(ErrorCode::InvalidArgument,
                            "fake device '" + name() + "': copy from " +
                                src.toString() + " of " + std::to_string(bytes) +
                                " bytes: stale location or too small");
-        std::memcpy(dst, a->bytes.data(), bytes);
+        std::memcpy(dst, a->begin(), bytes);
         ++stats_.transfersFromDevice;
         stats_.bytesFromDevice += bytes;
         logAction("from-device", src, bytes);
@@ -588,15 +587,14 @@ Error FakeDevice::runNodes(const Function &function,
     const RunArgument &arg = arguments.at(i);
     Allocation *a = table_.lookup(arg.location);
     uint64_t bytes = function.placeholders()[i].type.sizeInBytes();
-    if (!a || arg.offsetBytes > a->bytes.size() ||
-        bytes > a->bytes.size() - arg.offsetBytes)
+    if (!a || arg.offsetBytes > a->size || bytes > a->size - arg.offsetBytes)
       return makeError(ErrorCode::InvalidArgument,
                        "fake device '" + name() + "': run of '" +
                            function.name() + "': placeholder '" + placeholder +
                            "' at " + arg.location.toString() + "+" +
                            std::to_string(arg.offsetBytes) +
                            " is stale or out of bounds");
-    out = a->bytes.data() + arg.offsetBytes;
+    out = a->begin() + arg.offsetBytes;
     return Error::success();
   };
   for (const Node &node : function.nodes()) {

@@ -23,8 +23,10 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdlib>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <span>
@@ -92,8 +94,18 @@ protected:
   void shutdownBackend() override;
 
 private:
+  /// Simulated device memory, zeroed. From calloc, which maps fresh pages
+  /// for a large block instead of writing zeros over them: a scenario that
+  /// allocates what is left of a 1 GiB default budget then costs the pages
+  /// it touches, not a second of writing.
   struct Allocation {
-    std::vector<std::byte> bytes;
+    struct Free {
+      void operator()(std::byte *p) const { std::free(p); }
+    };
+    std::unique_ptr<std::byte, Free> data;
+    uint64_t size = 0;
+
+    std::byte *begin() const { return data.get(); }
   };
   /// Work whose completion is delivered now (sync) or by the worker (async).
   /// It returns the outcome; when the device stops first it is not run and
