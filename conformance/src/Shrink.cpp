@@ -256,6 +256,55 @@ std::vector<std::string> sameTypeBefore(const Scenario &s, size_t i) {
   return out;
 }
 
+/// \p s with the view made at \p i taken of the tensor its source views,
+/// at the sum of the two offsets: a view of a view becomes a view of the
+/// base, so that the view between can go. Nothing when command \p i is no
+/// view, or its source was last made by no view.
+std::optional<Scenario> viewOfBase(const Scenario &s, size_t i) {
+  const Command &view = s.commands[i];
+  if (view.kind != CommandKind::View)
+    return std::nullopt;
+  for (size_t j = i; j-- > 0;) {
+    const Command &c = s.commands[j];
+    if (c.target != view.source)
+      continue;
+    if (c.kind != CommandKind::View)
+      return std::nullopt;
+    Scenario out = s;
+    out.commands[i].source = c.source;
+    out.commands[i].offset += c.offset;
+    return out;
+  }
+  return std::nullopt;
+}
+
+/// \p s with the view made at \p i made a tensor of its own instead: a
+/// create of the view's type, filled as its base was. A failure that needs
+/// the contents, not the sharing, then keeps no base tensor. Nothing when
+/// command \p i is no view, or its source was last made by no create.
+std::optional<Scenario> viewAsTensor(const Scenario &s, size_t i) {
+  const Command &view = s.commands[i];
+  if (view.kind != CommandKind::View)
+    return std::nullopt;
+  for (size_t j = i; j-- > 0;) {
+    const Command &c = s.commands[j];
+    if (c.target != view.source)
+      continue;
+    if (c.kind != CommandKind::Create)
+      return std::nullopt;
+    Scenario out = s;
+    Command &create = out.commands[i];
+    create.kind = CommandKind::Create;
+    create.source.clear();
+    create.offset = 0;
+    create.elemKind = c.elemKind;
+    create.pattern = c.pattern;
+    create.device = c.device;
+    return out;
+  }
+  return std::nullopt;
+}
+
 /// Simpler device lists: fewer devices (when none of the commands names
 /// the one dropped), no budget, fewer parameters.
 std::vector<std::vector<DeviceSpec>> simplerDevices(const Scenario &s) {
@@ -380,6 +429,16 @@ shrinkScenario(const Scenario &failing,
          ++i) {
       if (std::optional<Scenario> renamed = withoutMove(result.scenario, i))
         if (attempt(*renamed)) {
+          progress = true;
+          continue;
+        }
+      if (std::optional<Scenario> flat = viewOfBase(result.scenario, i))
+        if (attempt(*flat)) {
+          progress = true;
+          continue;
+        }
+      if (std::optional<Scenario> own = viewAsTensor(result.scenario, i))
+        if (attempt(*own)) {
           progress = true;
           continue;
         }

@@ -92,6 +92,54 @@ TEST(Shrink, DropsAMoveThatOnlyRenamesATensor) {
                                        "to-device t0 d0\n");
 }
 
+TEST(Shrink, AViewOfAViewBecomesAViewOfTheBase) {
+  // The "failure" needs a view that starts 3 elements into t; the view in
+  // between only carries part of that offset.
+  Scenario failing = parsed("device d0\n"
+                            "create t f32 [8] fill=1\n"
+                            "view v1 t [6] at=2\n"
+                            "view v2 v1 [2] at=1\n"
+                            "to-device v2 d0\n");
+  auto startsThreeIn = [](const Scenario &s) {
+    std::map<std::string, std::pair<std::string, uint64_t>> views;
+    for (const Command &c : s.commands)
+      if (c.expect.kind != Outcome::Kind::Ok)
+        return false;
+      else if (c.kind == CommandKind::View) {
+        auto [base, offset] = views.count(c.source)
+                                  ? views[c.source]
+                                  : std::pair(c.source, uint64_t(0));
+        views[c.target] = {base, offset + c.offset};
+      }
+    return std::any_of(views.begin(), views.end(), [](const auto &v) {
+      return v.second.first == "t" && v.second.second == 3;
+    });
+  };
+  ShrinkResult r = shrinkScenario(failing, normalizedOnFake, startsThreeIn);
+  EXPECT_EQ(printScenario(r.scenario), "device d0\n"
+                                       "create t f32 [4] fill=1\n"
+                                       "view v2 t [1] at=3\n");
+}
+
+TEST(Shrink, AViewWhoseSharingDoesNotMatterBecomesATensorOfItsOwn) {
+  // The "failure" needs v sent to the device, not that v shares t's record:
+  // v becomes a create, filled as t was, and t goes.
+  Scenario failing = parsed("device d0\n"
+                            "create t f32 [8] fill=3\n"
+                            "view v t [4] at=2\n"
+                            "to-device v d0\n");
+  auto sendsV = [](const Scenario &s) {
+    return std::any_of(
+        s.commands.begin(), s.commands.end(), [](const Command &c) {
+          return c.kind == CommandKind::ToDevice && c.target == "v";
+        });
+  };
+  ShrinkResult r = shrinkScenario(failing, normalizedOnFake, sendsV);
+  EXPECT_EQ(printScenario(r.scenario), "device d0\n"
+                                       "create v f32 [1] fill=1\n"
+                                       "to-device v d0\n");
+}
+
 TEST(Shrink, FillsShrinkToSmallValuesThatStillTellTensorsApart) {
   // The "failure" needs a and b to hold different values (as a run that
   // reads the wrong buffer needs them to): both at fill 1 would lose it, so
