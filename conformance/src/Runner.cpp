@@ -1146,6 +1146,33 @@ public:
       if (size_t live = d.liveAllocations(); live != e.live)
         return Difference{"liveAllocations() of device '" + spec.name + "'",
                           std::to_string(e.live), std::to_string(live)};
+      if (e.shutDown)
+        continue;
+      uint64_t budget = e.budget();
+      uint64_t available = e.used >= budget ? 0 : budget - e.used;
+      if (uint64_t a = d.availableMemory(); a != available)
+        return Difference{"availableMemory() of device '" + spec.name + "'",
+                          std::to_string(available) + " bytes",
+                          std::to_string(a) + " bytes"};
+    }
+    // What the devices and the host manager say of each network ever added:
+    // few names, so every step.
+    for (const auto &[network, addedOn] : model.networkDevices()) {
+      const ModelDevice &e = model.devices().at(addedOn);
+      if (e.shutDown)
+        continue;
+      bool added = e.networks.count(network) != 0;
+      if (device(addedOn).hasNetwork(network) != added)
+        return Difference{"hasNetwork(\"" + network + "\") of device '" +
+                              addedOn + "'",
+                          added ? "true" : "false", added ? "false" : "true"};
+      auto placed = model.placement().find(network);
+      const DeviceManager *expected =
+          placed == model.placement().end() ? nullptr : &device(placed->second);
+      if (const DeviceManager *d = host_.deviceOf(network); d != expected)
+        return Difference{"HostManager::deviceOf(\"" + network + "\")",
+                          expected ? "device '" + placed->second + "'" : "none",
+                          d ? "device '" + deviceName(d) + "'" : "none"};
     }
     return std::nullopt;
   }
