@@ -887,6 +887,8 @@ public:
         });
       };
     };
+    hostManagerPlaces_ = c.kind == CommandKind::AddNetwork &&
+                         hostManagerWouldChoose(c.device, model);
     Error result;
     // Longer than the callback wait, which ends non-blocking commands first.
     watchdog_.arm(timeoutMs_ + WatchdogMarginMs);
@@ -959,6 +961,31 @@ public:
   /// command that blocks by shutting the devices down.
   std::unique_ptr<Watchdog> branchWatchdog() {
     return std::make_unique<Watchdog>([this] { shutDownDevices(); });
+  }
+
+  /// Whether HostManager::addNetwork, left to choose a device (a negative
+  /// index), would choose \p device: the one with the most memory left
+  /// (the first of equals), while no device is shut down and no work is in
+  /// flight, so that what each device has left is what the model says. The
+  /// runner then lets the host manager choose, and the comparisons after
+  /// the step (hasNetwork, deviceOf) check its choice.
+  bool hostManagerWouldChoose(const std::string &device, const Model &model) {
+    if (inFlight() != 0)
+      return false;
+    const std::string *best = nullptr;
+    uint64_t most = 0;
+    for (const DeviceSpec &spec : scenario_.devices) {
+      const ModelDevice &e = model.devices().at(spec.name);
+      if (e.shutDown)
+        return false;
+      uint64_t budget = e.budget();
+      uint64_t left = e.used >= budget ? 0 : budget - e.used;
+      if (!best || left > most) {
+        best = &spec.name;
+        most = left;
+      }
+    }
+    return best && *best == device;
   }
 
   /// The callbacks of a command issued through the framework's blocking
@@ -2050,8 +2077,9 @@ private:
     }
     case CommandKind::AddNetwork:
       networkDevice_[c.target] = c.device;
-      return host_.addNetwork(networkFunction(c),
-                              int(deviceIndex_.at(c.device)));
+      return host_.addNetwork(
+          networkFunction(c),
+          hostManagerPlaces_ ? -1 : int(deviceIndex_.at(c.device)));
     case CommandKind::Run: {
       ExecutionContext &ctx = context(c.target);
       std::vector<std::string> bound;
@@ -2152,6 +2180,9 @@ private:
       std::make_shared<std::atomic<int>>(0);
   /// The probe of the last step's transfer, if it was one.
   std::shared_ptr<CallbackProbe> transferProbe_;
+  /// The add-network being executed goes to the device the host manager
+  /// chooses (hostManagerWouldChoose).
+  bool hostManagerPlaces_ = false;
   /// True when the last step's operation did not call back.
   bool missedCallback_ = false;
   /// What dispatch() could not set up for a create with pinned=D, and the
