@@ -82,14 +82,19 @@ Error waitForCompletionOn(std::initializer_list<const DeviceManager *> devices,
   bool handedOff = asynchronousHandOffs() != handOffs;
   const DeviceManager *first = nullptr;
   bool synchronous = true;
+  // A shutdown on another thread completes the operations it abandons on
+  // that thread: the backend's own completion of such an operation loses
+  // to it, and the call may return before the shutdown has called back.
+  bool stopping = false;
   for (const DeviceManager *d : devices) {
     if (!d)
       continue;
     first = first ? first : d;
     synchronous = synchronous && !d->capabilities().asynchronousCompletion;
+    stopping = stopping || d->isShutDown();
   }
   std::unique_lock<std::mutex> lock(waiter->mutex);
-  if (first && synchronous && !handedOff && !waiter->done)
+  if (first && synchronous && !handedOff && !stopping && !waiter->done)
     return makeError(ErrorCode::DeviceError,
                      "device '" + first->name() + "' returned from " +
                          std::string(what) +

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -308,6 +309,58 @@ protected:
 private:
   CompletionCallback held_;
 };
+
+/// A synchronous device shut down on another thread while an upload's call
+/// is inside it: the shutdown claims the operation first and completes it
+/// on its own thread, and is held (in the free of the upload's allocation)
+/// until the call has returned; the device's own completion loses.
+class ShutDownDuringAnUpload final : public fake::FakeDevice {
+public:
+  ShutDownDuringAnUpload() : FakeDevice(DeviceConfig{}) {}
+  ~ShutDownDuringAnUpload() override {
+    if (shutter_.joinable())
+      shutter_.join();
+  }
+
+protected:
+  void copyToDevice(DeviceLocation dst, const std::byte *src, uint64_t bytes,
+                    CompletionCallback done) override {
+    if (shutter_.joinable())
+      return FakeDevice::copyToDevice(dst, src, bytes, std::move(done));
+    shutter_ = std::thread([this] { shutdown(); });
+    while (!freeing_.load())
+      std::this_thread::yield();
+    done(makeError(ErrorCode::DeviceLost, "the device is stopping"));
+    returned_.store(true);
+  }
+  Error free(DeviceLocation location) override {
+    freeing_.store(true);
+    while (!returned_.load())
+      std::this_thread::yield();
+    // Time for the helper to look at its waiter after the call returned.
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return FakeDevice::free(location);
+  }
+
+private:
+  std::thread shutter_;
+  std::atomic<bool> freeing_{false}, returned_{false};
+};
+
+TEST(FakeDevice, AHelperWaitsForTheCompletionOfAShutdownOnAnotherThread) {
+  // The device is synchronous, but its call returned before the operation
+  // was called back: the shutdown under way calls back on its thread, and
+  // the helper waits for that instead of reporting a device that returned
+  // without completing (semantics §4).
+  ShutDownDuringAnUpload d;
+  ASSERT_FALSE(d.init());
+  Tensor t(ElemKind::Float32, {4}, "t");
+  Error e = transferToDeviceSync(d, t);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e.code(), ErrorCode::DeviceLost) << e.toString();
+  EXPECT_TRUE(d.isShutDown());
+  EXPECT_TRUE(d.takeBackgroundErrors().empty());
+}
 
 TEST(FakeDevice,
      AnInlineCompletionThatOvertakesAnEarlierOneIsABackgroundError) {

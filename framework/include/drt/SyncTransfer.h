@@ -22,9 +22,11 @@ Error waitForCompletion(FunctionRef<void(CompletionCallback)> start);
 /// As waitForCompletion, for work that involves only \p devices (null
 /// entries are ignored). When none of them declares asynchronous completion
 /// and the framework hands no part of the work to a device that does (as it
-/// does when it moves a record resident there), work that has not called
-/// back by the time \p start returns never will: DeviceError naming the
-/// first device and \p what is returned instead of blocking for ever.
+/// does when it moves a record resident there), and none is being shut
+/// down (a shutdown calls back the work it abandons on its own thread),
+/// work that has not called back by the time \p start returns never will:
+/// DeviceError naming the first device and \p what is returned instead of
+/// blocking for ever.
 Error waitForCompletionOn(std::initializer_list<const DeviceManager *> devices,
                           std::string_view what,
                           FunctionRef<void(CompletionCallback)> start);
