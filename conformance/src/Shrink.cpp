@@ -256,26 +256,31 @@ std::vector<std::string> sameTypeBefore(const Scenario &s, size_t i) {
   return out;
 }
 
+/// The command that last made the source of the view at \p i (a create,
+/// a view, a move, ...), or nullptr when command \p i is no view or nothing
+/// before it made that name.
+const Command *sourceOfView(const Scenario &s, size_t i) {
+  const Command &view = s.commands[i];
+  if (view.kind != CommandKind::View)
+    return nullptr;
+  for (size_t j = i; j-- > 0;)
+    if (s.commands[j].target == view.source)
+      return &s.commands[j];
+  return nullptr;
+}
+
 /// \p s with the view made at \p i taken of the tensor its source views,
 /// at the sum of the two offsets: a view of a view becomes a view of the
 /// base, so that the view between can go. Nothing when command \p i is no
 /// view, or its source was last made by no view.
 std::optional<Scenario> viewOfBase(const Scenario &s, size_t i) {
-  const Command &view = s.commands[i];
-  if (view.kind != CommandKind::View)
+  const Command *made = sourceOfView(s, i);
+  if (!made || made->kind != CommandKind::View)
     return std::nullopt;
-  for (size_t j = i; j-- > 0;) {
-    const Command &c = s.commands[j];
-    if (c.target != view.source)
-      continue;
-    if (c.kind != CommandKind::View)
-      return std::nullopt;
-    Scenario out = s;
-    out.commands[i].source = c.source;
-    out.commands[i].offset += c.offset;
-    return out;
-  }
-  return std::nullopt;
+  Scenario out = s;
+  out.commands[i].source = made->source;
+  out.commands[i].offset += made->offset;
+  return out;
 }
 
 /// \p s with the view made at \p i made a tensor of its own instead: a
@@ -283,26 +288,18 @@ std::optional<Scenario> viewOfBase(const Scenario &s, size_t i) {
 /// the contents, not the sharing, then keeps no base tensor. Nothing when
 /// command \p i is no view, or its source was last made by no create.
 std::optional<Scenario> viewAsTensor(const Scenario &s, size_t i) {
-  const Command &view = s.commands[i];
-  if (view.kind != CommandKind::View)
+  const Command *made = sourceOfView(s, i);
+  if (!made || made->kind != CommandKind::Create)
     return std::nullopt;
-  for (size_t j = i; j-- > 0;) {
-    const Command &c = s.commands[j];
-    if (c.target != view.source)
-      continue;
-    if (c.kind != CommandKind::Create)
-      return std::nullopt;
-    Scenario out = s;
-    Command &create = out.commands[i];
-    create.kind = CommandKind::Create;
-    create.source.clear();
-    create.offset = 0;
-    create.elemKind = c.elemKind;
-    create.pattern = c.pattern;
-    create.device = c.device;
-    return out;
-  }
-  return std::nullopt;
+  Scenario out = s;
+  Command &create = out.commands[i];
+  create.kind = CommandKind::Create;
+  create.source.clear();
+  create.offset = 0;
+  create.elemKind = made->elemKind;
+  create.pattern = made->pattern;
+  create.device = made->device;
+  return out;
 }
 
 /// Simpler device lists: fewer devices (when none of the commands names
