@@ -111,16 +111,10 @@ public:
     std::optional<Command> c = draw(kind);
     if (std::exchange(besideNow_, false) && c)
       c->noWait = true;
-    else if (p_.pipelinePercent && c &&
-             (c->kind == CommandKind::ToDevice ||
-              c->kind == CommandKind::FromDevice ||
-              c->kind == CommandKind::Run) &&
+    else if (p_.pipelinePercent && c && completesThroughCallback(c->kind) &&
              rng_.percent(p_.pipelinePercent))
       c->noWait = true;
-    else if (p_.syncPercent && c &&
-             (c->kind == CommandKind::ToDevice ||
-              c->kind == CommandKind::FromDevice ||
-              c->kind == CommandKind::Run) &&
+    else if (p_.syncPercent && c && completesThroughCallback(c->kind) &&
              rng_.percent(p_.syncPercent))
       c->sync = true;
     besideRecord_.reset();

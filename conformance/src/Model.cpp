@@ -225,11 +225,6 @@ bool networkRefused(const Command &add) {
   return false;
 }
 
-bool isAsync(CommandKind kind) {
-  return kind == CommandKind::ToDevice || kind == CommandKind::FromDevice ||
-         kind == CommandKind::Run;
-}
-
 } // namespace
 
 Model::Model(std::vector<DeviceSpec> devices, Capabilities capabilities,
@@ -1194,7 +1189,7 @@ ModelStep Model::apply(const Command &c) {
   }
   if (o.kind == Outcome::Kind::Violation)
     step.callbacks = 0;
-  else if (isAsync(c.kind))
+  else if (completesThroughCallback(c.kind))
     step.callbacks = 1;
   if (o != Outcome::ok()) {
     auto [kindText, name] = o.textParts();

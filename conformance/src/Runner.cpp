@@ -978,8 +978,7 @@ public:
       const ModelDevice &e = model.devices().at(spec.name);
       if (e.shutDown)
         return false;
-      uint64_t budget = e.budget();
-      uint64_t left = e.used >= budget ? 0 : budget - e.used;
+      uint64_t left = e.available();
       if (!best || left > most) {
         best = &spec.name;
         most = left;
@@ -1175,11 +1174,9 @@ public:
                           std::to_string(e.live), std::to_string(live)};
       if (e.shutDown)
         continue;
-      uint64_t budget = e.budget();
-      uint64_t available = e.used >= budget ? 0 : budget - e.used;
-      if (uint64_t a = d.availableMemory(); a != available)
+      if (uint64_t a = d.availableMemory(); a != e.available())
         return Difference{"availableMemory() of device '" + spec.name + "'",
-                          std::to_string(available) + " bytes",
+                          std::to_string(e.available()) + " bytes",
                           std::to_string(a) + " bytes"};
     }
     // What the devices and the host manager say of each network ever added:

@@ -92,6 +92,11 @@ bool operator==(const Command &a, const Command &b) {
          a.branch == b.branch;
 }
 
+bool completesThroughCallback(CommandKind kind) {
+  return kind == CommandKind::ToDevice || kind == CommandKind::FromDevice ||
+         kind == CommandKind::Run;
+}
+
 bool branchCommandKind(CommandKind kind) {
   switch (kind) {
   case CommandKind::ToDevice:
@@ -592,12 +597,10 @@ std::string validateScenario(const Scenario &scenario) {
       return step() + "a transfer issued with '&' is still pending: a "
                       "command without '&' must come before the parallel "
                       "block";
-    if (c.noWait && c.kind != CommandKind::ToDevice &&
-        c.kind != CommandKind::FromDevice && c.kind != CommandKind::Run)
+    if (c.noWait && !completesThroughCallback(c.kind))
       return step() + "only to-device, from-device and run can be issued "
                       "without waiting ('&')";
-    if (c.sync && c.kind != CommandKind::ToDevice &&
-        c.kind != CommandKind::FromDevice && c.kind != CommandKind::Run)
+    if (c.sync && !completesThroughCallback(c.kind))
       return step() + "only to-device, from-device and run can be issued "
                       "through the framework's blocking helpers ('sync')";
     if (c.sync && c.noWait)

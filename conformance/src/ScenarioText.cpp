@@ -502,11 +502,8 @@ Command parseCommand(LineParser &p, CommandKind kind) {
     c.device = p.name("a device name");
     break;
   }
-  bool transferOrRun = kind == CommandKind::ToDevice ||
-                       kind == CommandKind::FromDevice ||
-                       kind == CommandKind::Run;
   if (!p.atEnd() && p.peek()->text == "sync") {
-    if (!transferOrRun)
+    if (!completesThroughCallback(kind))
       p.fail("end of line or '-> OUTCOME' ('sync', waiting in the "
              "framework's helper, follows to-device, from-device and run "
              "only)");
@@ -514,7 +511,7 @@ Command parseCommand(LineParser &p, CommandKind kind) {
     c.sync = true;
   }
   if (!p.atEnd() && p.peek()->text == "&") {
-    if (!transferOrRun || c.sync)
+    if (!completesThroughCallback(kind) || c.sync)
       p.fail(c.sync ? "end of line or '-> OUTCOME' ('sync' waits: it takes "
                       "no '&')"
                     : "end of line or '-> OUTCOME' ('&', issuing without "

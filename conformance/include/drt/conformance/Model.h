@@ -142,6 +142,11 @@ struct ModelDevice {
   uint64_t budget() const {
     return spec.budget ? spec.budget : traits.maximumMemory;
   }
+  /// What the budget leaves (availableMemory()).
+  uint64_t available() const {
+    uint64_t b = budget();
+    return used >= b ? 0 : b - used;
+  }
 };
 
 /// The context the runner keeps for each network name.

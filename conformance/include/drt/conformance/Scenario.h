@@ -173,6 +173,11 @@ inline constexpr int MaxBranches = 3;
 /// returns).
 bool branchCommandKind(CommandKind kind);
 
+/// True for the commands that complete through a callback (to-device,
+/// from-device, run): the ones that may be issued without waiting ('&') or
+/// through the framework's blocking helpers ('sync').
+bool completesThroughCallback(CommandKind kind);
+
 /// A whole scenario.
 struct Scenario {
   std::vector<DeviceSpec> devices;
