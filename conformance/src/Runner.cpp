@@ -894,10 +894,12 @@ public:
     watchdog_.arm(timeoutMs_ + WatchdogMarginMs);
     try {
       result = dispatch(c, callback, probe);
+      hostManagerPlaces_ = false;
       ViolationKind kind;
       if (takeCaughtViolation(kind, obs.message))
         obs.outcome = Outcome::violationOf(kind);
     } catch (const ContractViolationError &v) {
+      hostManagerPlaces_ = false;
       obs.outcome = Outcome::violationOf(v.kind());
       obs.message = v.what();
     } catch (...) {
@@ -953,6 +955,10 @@ public:
     }
   }
 
+  /// Tells the session, before a step, whether commands it issued without
+  /// waiting have not been waited for yet.
+  void noteUnwaitedCommands(bool unwaited) { unwaitedCommands_ = unwaited; }
+
   /// Makes the context of \p network, which a run makes on first use,
   /// so that a parallel branch that runs it only looks it up.
   void makeContext(const std::string &network) { context(network); }
@@ -965,12 +971,15 @@ public:
 
   /// Whether HostManager::addNetwork, left to choose a device (a negative
   /// index), would choose \p device: the one with the most memory left
-  /// (the first of equals), while no device is shut down and no work is in
-  /// flight, so that what each device has left is what the model says. The
+  /// (the first of equals), while no device is shut down, no work is in
+  /// flight and no command issued without waiting is still unwaited for
+  /// (between the read-back and the upload of a move, nothing is in flight
+  /// while the record's old device still holds its bytes), so that what
+  /// each device has left is what the model says. The
   /// runner then lets the host manager choose, and the comparisons after
   /// the step (hasNetwork, deviceOf) check its choice.
   bool hostManagerWouldChoose(const std::string &device, const Model &model) {
-    if (inFlight() != 0)
+    if (unwaitedCommands_ || inFlight() != 0)
       return false;
     const std::string *best = nullptr;
     uint64_t most = 0;
@@ -2180,6 +2189,9 @@ private:
   /// The add-network being executed goes to the device the host manager
   /// chooses (hostManagerWouldChoose).
   bool hostManagerPlaces_ = false;
+  /// Commands issued without waiting have not been waited for yet
+  /// (noteUnwaitedCommands).
+  bool unwaitedCommands_ = false;
   /// True when the last step's operation did not call back.
   bool missedCallback_ = false;
   /// What dispatch() could not set up for a create with pinned=D, and the
@@ -2939,6 +2951,7 @@ void runInto(const Scenario &scenario, const RunOptions &options,
         for (Session *session : lane.sessions) {
           progress.at(step, &c, nullptr, &session->backend());
           Observation observed;
+          session->noteUnwaitedCommands(!pending[session].empty());
           session->execute(c, m, observed, recordPending);
           if (first && written && session == lane.sessions.front() &&
               observed.storageLabel)
