@@ -129,6 +129,16 @@ public:
       busyTensor_ = c->noWait && c->kind != CommandKind::Run
                         ? std::optional(c->target)
                         : std::nullopt;
+      // A transfer of a run's output issued without waiting: now and then
+      // the next command brings that run's outputs home, and meets it busy.
+      if (busyTensor_ && possible(CommandKind::EnsureOutputs) &&
+          rng_.percent(40))
+        for (Name net : ch_.networks)
+          for (const std::string *out : m_.boundOutputs(*net))
+            if (out && *out == *busyTensor_) {
+              planEnsure_ = *net;
+              focus_ = CommandKind::EnsureOutputs;
+            }
       // A run issued without waiting: the next run often reads or writes
       // what it holds, a chain a device may run without waiting between.
       busyRunRecords_.clear();

@@ -795,6 +795,29 @@ Outcome Model::run(const Command &c, Step &step) {
   return first;
 }
 
+std::vector<const std::string *>
+Model::boundOutputs(const std::string &network) const {
+  std::vector<const std::string *> names;
+  auto ctx = contexts_.find(network);
+  if (ctx == contexts_.end() || ctx->second.lastNetwork.empty())
+    return names;
+  auto placed = placement_.find(ctx->second.lastNetwork);
+  if (placed == placement_.end())
+    return names;
+  const ModelDevice &d = devices_.at(placed->second);
+  auto net = d.networks.find(ctx->second.lastNetwork);
+  if (net == d.networks.end())
+    return names;
+  for (const std::string &out : networkFunction(net->second).outputNames()) {
+    const std::string *name = nullptr;
+    for (const auto &[p, t] : ctx->second.bindings)
+      if (p == out)
+        name = &t;
+    names.push_back(name);
+  }
+  return names;
+}
+
 Outcome Model::ensureOutputs(const Command &c, Step &step) {
   auto ctx = contexts_.find(c.target);
   if (ctx == contexts_.end() || ctx->second.lastNetwork.empty())
@@ -802,17 +825,8 @@ Outcome Model::ensureOutputs(const Command &c, Step &step) {
   auto placed = placement_.find(ctx->second.lastNetwork);
   if (placed == placement_.end())
     return Outcome::error(ErrorCode::InvalidArgument);
-  ModelDevice &d = device(placed->second);
-  auto net = d.networks.find(ctx->second.lastNetwork);
-  if (net == d.networks.end())
-    return Outcome::ok();
-  Function fn = networkFunction(net->second);
   Outcome first = Outcome::ok();
-  for (const std::string &out : fn.outputNames()) {
-    const std::string *name = nullptr;
-    for (const auto &[p, t] : ctx->second.bindings)
-      if (p == out)
-        name = &t;
+  for (const std::string *name : boundOutputs(c.target)) {
     const ModelTensor *t = name ? tensor(*name) : nullptr;
     if (!t || t->empty())
       continue;
@@ -860,6 +874,10 @@ ModelStep Model::apply(const Command &c) {
     bool busy = meets(c.target) || meets(c.source);
     for (const auto &[ph, name] : c.bindings)
       busy = busy || meets(name);
+    // ensure-outputs waits for the records of the outputs it brings home.
+    if (c.kind == CommandKind::EnsureOutputs && !busy)
+      for (const std::string *name : boundOutputs(c.target))
+        busy = busy || (name && meets(*name));
     if (busy) {
       step.labels.emplace_back("meets-pending-transfer");
       step.labels.push_back(

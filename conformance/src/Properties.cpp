@@ -352,6 +352,7 @@ std::vector<PropertyFamily> makeFamilies() {
          w[K::Refill] = 2;
          w[K::AddNetwork] = 2;
          w[K::Run] = 4;
+         w[K::EnsureOutputs] = 2;
          GeneratorProfile p = oneDevice(w);
          p.devices.push_back(device("d1"));
          p.space.elemKinds = {ElemKind::Float32};
@@ -361,6 +362,7 @@ std::vector<PropertyFamily> makeFamilies() {
        {"issued-without-waiting", "read-meets-pending-transfer",
         "write-meets-pending-transfer", "from-device-meets-pending-transfer",
         "to-device-meets-pending-transfer",
+        "ensure-outputs-meets-pending-transfer",
         "transfer-beside-pending-transfer"}});
   f.push_back(
       {"run-chains",

@@ -497,6 +497,10 @@ Error Tensor::refillFromHost(std::span<const std::byte> bytes) {
 
 Error Tensor::ensureOnHost() {
   requireNonEmpty("ensureOnHost");
+  // A record on its way to a device is Host until its upload completes:
+  // like every command, this one waits for what is in flight on the record
+  // before it looks (semantics §3, busy records).
+  residency().waitUntilIdle();
   ResidencySnapshot s = residency().snapshot();
   if (s.state == ResidencyState::Host)
     return Error::success();

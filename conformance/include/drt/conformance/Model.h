@@ -276,6 +276,12 @@ public:
   /// Number of faults planned on \p device and not yet struck.
   size_t pendingFaults(const std::string &device) const;
 
+  /// The tensors bound to the outputs of the last network that context
+  /// \p network ran, in the network's output order (null where an output
+  /// is unbound): what an ensure-outputs of it brings home.
+  std::vector<const std::string *>
+  boundOutputs(const std::string &network) const;
+
 private:
   using Step = ModelStep;
 
