@@ -126,19 +126,29 @@ public:
       if (c->noWait && c->kind != CommandKind::Run && rng_.percent(30))
         if (const ModelTensor *t = m_.tensor(c->target); t && !t->empty())
           besideRecord_ = t->record;
-      busyTensor_ = c->noWait && c->kind != CommandKind::Run
-                        ? std::optional(c->target)
-                        : std::nullopt;
+      followTensor_ = c->noWait && c->kind != CommandKind::Run
+                          ? std::optional(c->target)
+                          : std::nullopt;
       // A transfer of a run's output issued without waiting: now and then
       // the next command brings that run's outputs home, and meets it busy.
-      if (busyTensor_ && possible(CommandKind::EnsureOutputs) &&
-          rng_.percent(40))
+      if (followTensor_ && possible(CommandKind::EnsureOutputs) &&
+          rng_.percent(70))
         for (Name net : ch_.networks)
           for (const std::string *out : m_.boundOutputs(*net))
-            if (out && *out == *busyTensor_) {
+            if (out && *out == *followTensor_) {
               planEnsure_ = *net;
               focus_ = CommandKind::EnsureOutputs;
             }
+      // Outputs just brought home: now and then the next command uploads
+      // one (issued without waiting as often as the family issues any).
+      if (c->kind == CommandKind::EnsureOutputs && p_.pipelinePercent &&
+          rng_.percent(80))
+        for (const std::string *out : m_.boundOutputs(c->target))
+          if (out && m_.tensor(*out) && !m_.tensor(*out)->empty()) {
+            followTensor_ = *out;
+            focus_ = CommandKind::ToDevice;
+            break;
+          }
       // A run issued without waiting: the next run often reads or writes
       // what it holds, a chain a device may run without waiting between.
       busyRunRecords_.clear();
@@ -343,8 +353,8 @@ private:
       if (!others.empty())
         return rng_.pick(others);
     }
-    if (busyTensor_ && rng_.percent(70))
-      if (auto it = m_.tensors().find(*busyTensor_); it != m_.tensors().end())
+    if (followTensor_ && rng_.percent(70))
+      if (auto it = m_.tensors().find(*followTensor_); it != m_.tensors().end())
         return &it->first;
     unsigned total = 0;
     for (int g = 0; g < 5; ++g)
@@ -1578,9 +1588,12 @@ private:
   Model &m_;
   Choices ch_;
   std::optional<CommandKind> focus_;
-  /// The tensor of a transfer just issued without waiting: the next
-  /// commands often act on it while it is busy.
-  std::optional<std::string> busyTensor_;
+  /// The tensor the next command mostly names: that of a transfer just
+  /// issued without waiting (the command meets it busy), or an output that
+  /// an ensure-outputs just brought home (its upload, issued without
+  /// waiting, leaves a run's output Host and busy: what the next
+  /// ensure-outputs must wait for).
+  std::optional<std::string> followTensor_;
   /// The record of a transfer just issued without waiting that the next
   /// command transfers another record beside, and whether this command is
   /// that transfer.
