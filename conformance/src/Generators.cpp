@@ -1932,7 +1932,24 @@ void ScenarioGenerator::addParallelBlock(Scenario &s, Model &model,
     Command run;
     run.kind = CommandKind::Run;
     run.target = add.target;
+    // Inputs often read the branch's views of shared records, in an order
+    // of their own: runs on other threads then hold the same records
+    // together, each taking them while it holds others.
+    std::vector<std::string> sharedViews(
+        targets[b].begin(),
+        targets[b].begin() +
+            ptrdiff_t(std::min(shared.size(), targets[b].size())));
     for (const Placeholder &p : placeholders) {
+      if (!networkWrites(add.nodes, p.name) && !sharedViews.empty() &&
+          rng.percent(50)) {
+        size_t v = rng.below(sharedViews.size());
+        const ModelTensor &t = *model.tensor(sharedViews[v]);
+        if (t.kind == add.elemKind && t.dims == add.dims) {
+          run.bindings.emplace_back(p.name, sharedViews[v]);
+          sharedViews.erase(sharedViews.begin() + ptrdiff_t(v));
+          continue;
+        }
+      }
       Command c;
       c.kind = CommandKind::Create;
       c.target = add.target + "_" + p.name + "_" + std::to_string(b + 1);

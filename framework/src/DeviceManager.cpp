@@ -16,7 +16,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <functional>
 #include <limits>
+#include <memory>
 #include <set>
 #include <utility>
 
@@ -855,13 +857,23 @@ Error DeviceManager::stageRun(RunState &run, ExecutionContext &context) {
   bool keepsResident = caps.residentTensors;
   bool mayJoin =
       caps.inOrderRuns && keepsResident && !config_.copyDeviceTensorsToHost;
-  for (Tensor *t : bound) {
-    if (std::find(run.held.begin(), run.held.end(), t->storage_) !=
-        run.held.end())
-      continue;
-    std::unique_lock<std::mutex> lock(t->storage_->record.mutex_);
-    t->storage_->record.acquireForRun(lock, this, mayJoin);
-    run.held.push_back(t->storage_);
+  // A run waits for one record while it holds others: every run takes its
+  // records in one order (their addresses), so that two runs on other
+  // threads that bind the same records in other orders never wait for
+  // each other in a cycle.
+  std::vector<std::shared_ptr<TensorStorage>> records;
+  for (Tensor *t : bound)
+    records.push_back(t->storage_);
+  std::sort(records.begin(), records.end(),
+            [](const std::shared_ptr<TensorStorage> &a,
+               const std::shared_ptr<TensorStorage> &b) {
+              return std::less<const TensorStorage *>()(a.get(), b.get());
+            });
+  records.erase(std::unique(records.begin(), records.end()), records.end());
+  for (std::shared_ptr<TensorStorage> &storage : records) {
+    std::unique_lock<std::mutex> lock(storage->record.mutex_);
+    storage->record.acquireForRun(lock, this, mayJoin);
+    run.held.push_back(std::move(storage));
   }
 
   run.arguments.resize(placeholders.size());
