@@ -1925,30 +1925,40 @@ void ScenarioGenerator::addParallelBlock(Scenario &s, Model &model,
     const Command &add = *networks[i];
     std::vector<Placeholder> placeholders =
         networkPlaceholders(add.nodes, Type{add.elemKind, add.dims});
-    if (s.commands.size() + placeholders.size() + branches > steps ||
-        !rng.percent(70))
+    // Inputs often read the branch's views of shared records, in an order
+    // of their own: runs on other threads then hold the same records
+    // together, each taking them while it holds others. The other
+    // placeholders get tensors made for them.
+    std::vector<std::string> sharedViews(
+        targets[b].begin(),
+        targets[b].begin() +
+            ptrdiff_t(std::min(shared.size(), targets[b].size())));
+    std::vector<std::optional<std::string>> reused(placeholders.size());
+    size_t creates = 0;
+    for (size_t k = 0; k < placeholders.size(); ++k) {
+      if (!networkWrites(add.nodes, placeholders[k].name) &&
+          !sharedViews.empty() && rng.percent(50)) {
+        size_t v = rng.below(sharedViews.size());
+        const ModelTensor &t = *model.tensor(sharedViews[v]);
+        if (t.kind == add.elemKind && t.dims == add.dims) {
+          reused[k] = sharedViews[v];
+          sharedViews.erase(sharedViews.begin() + ptrdiff_t(v));
+          continue;
+        }
+      }
+      ++creates;
+    }
+    if (s.commands.size() + creates + branches > steps || !rng.percent(70))
       continue;
     networks.erase(networks.begin() + ptrdiff_t(i));
     Command run;
     run.kind = CommandKind::Run;
     run.target = add.target;
-    // Inputs often read the branch's views of shared records, in an order
-    // of their own: runs on other threads then hold the same records
-    // together, each taking them while it holds others.
-    std::vector<std::string> sharedViews(
-        targets[b].begin(),
-        targets[b].begin() +
-            ptrdiff_t(std::min(shared.size(), targets[b].size())));
-    for (const Placeholder &p : placeholders) {
-      if (!networkWrites(add.nodes, p.name) && !sharedViews.empty() &&
-          rng.percent(50)) {
-        size_t v = rng.below(sharedViews.size());
-        const ModelTensor &t = *model.tensor(sharedViews[v]);
-        if (t.kind == add.elemKind && t.dims == add.dims) {
-          run.bindings.emplace_back(p.name, sharedViews[v]);
-          sharedViews.erase(sharedViews.begin() + ptrdiff_t(v));
-          continue;
-        }
+    for (size_t k = 0; k < placeholders.size(); ++k) {
+      const Placeholder &p = placeholders[k];
+      if (reused[k]) {
+        run.bindings.emplace_back(p.name, *reused[k]);
+        continue;
       }
       Command c;
       c.kind = CommandKind::Create;
