@@ -908,6 +908,7 @@ ModelStep Model::apply(const Command &c) {
   if (c.kind == CommandKind::EvictNetwork &&
       pendingRunNetworks_.count(c.target))
     step.labels.emplace_back("evict-while-run-pending");
+  issuedWithoutWaiting_ = c.noWait;
   if (!c.noWait) {
     pendingRecords_.clear();
     pendingRunRecords_.clear();

@@ -357,6 +357,10 @@ Error DeviceManager::checkTransferable(const Tensor &tensor,
   // another thread in the middle of the move leaves what one before it
   // would.
   if (shutDown_) {
+    // What is in flight on the record comes first, in program order: an
+    // upload to another device that is still on its way leaves the record
+    // resident there, to be read back.
+    tensor.residency().waitUntilIdle();
     ResidencySnapshot s = tensor.residencySnapshot();
     bool elsewhere = (s.state == ResidencyState::Device ||
                       s.state == ResidencyState::Mirrored) &&

@@ -238,7 +238,7 @@ public:
 
   /// True while transfers or runs issued without waiting ('&') have not been
   /// waited for: until the next command written without '&'.
-  bool transfersPending() const { return !pendingRecords_.empty(); }
+  bool transfersPending() const { return issuedWithoutWaiting_; }
   /// True while such a transfer or run of the record of tensor \p name is
   /// pending.
   bool transferPendingOn(const std::string &name) const;
@@ -342,6 +342,9 @@ private:
   /// The records of the transfers and runs issued without waiting since the
   /// last command that waits.
   std::set<int> pendingRecords_;
+  /// A command was issued without waiting since the last one that waits
+  /// (one that is refused at once too: scenario validation counts it).
+  bool issuedWithoutWaiting_ = false;
   /// Those of runs, each with the device of its run.
   std::map<int, std::string> pendingRunRecords_;
   /// The networks of those runs.
