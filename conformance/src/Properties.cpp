@@ -369,7 +369,6 @@ std::vector<PropertyFamily> makeFamilies() {
        {"issued-without-waiting", "read-meets-pending-transfer",
         "write-meets-pending-transfer", "from-device-meets-pending-transfer",
         "to-device-meets-pending-transfer",
-        "ensure-outputs-meets-pending-transfer",
         "transfer-beside-pending-transfer"}});
   f.push_back(
       {"run-chains",
