@@ -352,22 +352,14 @@ Error DeviceManager::checkTransferable(const Tensor &tensor,
                          " on device '" + name() +
                          "': a partial view cannot move residency; transfer "
                          "its owner or a full view");
-  // A record resident on another device is read back before the upload
-  // finds this device shut down (semantics, section 3): so a shutdown on
-  // another thread in the middle of the move leaves what one before it
-  // would.
-  if (shutDown_) {
-    // What is in flight on the record comes first, in program order: an
-    // upload to another device that is still on its way leaves the record
-    // resident there, to be read back.
-    tensor.residency().waitUntilIdle();
-    ResidencySnapshot s = tensor.residencySnapshot();
-    bool elsewhere = (s.state == ResidencyState::Device ||
-                      s.state == ResidencyState::Mirrored) &&
-                     s.manager != this;
-    if (!elsewhere || !capabilities().residentTensors)
-      return shutDownError(std::string(operation) + " of " + tensor.describe());
-  }
+  // A device with resident tensors decides a shutdown in moveHere, once
+  // the record is held and what was in flight on it has completed (program
+  // order): a record resident on another device is read back (or its
+  // mirror dropped) before the upload finds this device shut down
+  // (semantics, section 3), so a shutdown on another thread in the middle
+  // of the move leaves what one before it would.
+  if (shutDown_ && !capabilities().residentTensors)
+    return shutDownError(std::string(operation) + " of " + tensor.describe());
   return Error::success();
 }
 
