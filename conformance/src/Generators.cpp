@@ -232,6 +232,27 @@ public:
     return c;
   }
 
+  /// The nodes of a network over \p kind that reads two inputs or more and
+  /// writes at most two outputs, or nullopt when networks of \p kind do not
+  /// verify in this scenario.
+  std::optional<std::vector<NetworkNode>> nodesReadingTwo(ElemKind kind) {
+    if (!networkKinds_)
+      networkKinds_ = networkKinds();
+    if (std::find(networkKinds_->begin(), networkKinds_->end(), kind) ==
+        networkKinds_->end())
+      return std::nullopt;
+    for (int attempt = 0; attempt < 4; ++attempt) {
+      std::vector<NetworkNode> nodes = pickNodes(kind);
+      nodes.resize(std::min<size_t>(nodes.size(), 2));
+      size_t inputs = 0;
+      for (const Placeholder &p : networkPlaceholders(nodes, Type{kind, {1}}))
+        inputs += !networkWrites(nodes, p.name);
+      if (inputs >= 2)
+        return nodes;
+    }
+    return std::vector<NetworkNode>{{OpKind::Add, {"x", "y"}, "o0", 1.0}};
+  }
+
 private:
   void gather() {
     ch_.clear();
@@ -1746,8 +1767,17 @@ ScenarioGenerator::generate(ChoiceSource &rng, size_t steps,
   // Room for the parallel block: a view per branch of each shared record,
   // and the branches' commands.
   size_t block = 0;
+  // Runs over shared records need room for the second shared record and
+  // for a network, an output or two and two views per branch besides its
+  // commands: a scenario of 14 steps or more, with a short prefix.
+  bool sharedRuns = !fanIn && profile_.parallelBranches > 1 &&
+                    profile_.sharedRecords >= 2 && steps >= 14 &&
+                    profile_.sharedRunsPercent &&
+                    rng.percent(profile_.sharedRunsPercent);
   if (fanIn)
     block = std::min(steps, FanInMostCommands);
+  else if (sharedRuns)
+    block = steps - std::max<size_t>(2, steps / 5);
   else if (profile_.parallelBranches > 1)
     block =
         std::min(steps / 2, size_t(MaxBranches) * (2 + profile_.branchLength));
@@ -1766,7 +1796,9 @@ ScenarioGenerator::generate(ChoiceSource &rng, size_t steps,
   if (fanIn && !rng.exhausted())
     addFanInBlock(s, model, rng, steps);
   else if (block && !rng.exhausted())
-    addParallelBlock(s, model, rng, steps);
+    addParallelBlock(s, model, rng, steps, sharedRuns, [&](ElemKind kind) {
+      return drawing.nodesReadingTwo(kind);
+    });
   return s;
 }
 
@@ -1812,9 +1844,10 @@ std::optional<Command> branchRun(const Model &model, const Command &add,
 }
 } // namespace
 
-void ScenarioGenerator::addParallelBlock(Scenario &s, Model &model,
-                                         ChoiceSource &rng,
-                                         size_t steps) const {
+void ScenarioGenerator::addParallelBlock(
+    Scenario &s, Model &model, ChoiceSource &rng, size_t steps, bool sharedRuns,
+    const std::function<std::optional<std::vector<NetworkNode>>(ElemKind)>
+        &networkNodes) const {
   // Up to sharedRecords records the branches share, each through a full
   // view per branch (a tensor object belongs to one branch).
   std::vector<std::string> owners;
@@ -1825,31 +1858,98 @@ void ScenarioGenerator::addParallelBlock(Scenario &s, Model &model,
       owners.push_back(name);
       records.push_back(t.record);
     }
+  auto append = [&](Command c) {
+    c.expect = model.apply(c).outcome;
+    s.commands.push_back(std::move(c));
+  };
+  std::vector<std::string> liveDevices;
+  for (const auto &[name, d] : model.devices())
+    if (!d.shutDown)
+      liveDevices.push_back(name);
   // A block tests something parallel only with two branches or more, and a
   // branch needs a view of each shared record and a command: the room left
   // decides how many records are shared and how many branches there can be.
   size_t room = steps > s.commands.size() ? steps - s.commands.size() : 0;
-  size_t sharedCount = std::min<size_t>(
-      std::min<size_t>(profile_.sharedRecords, 2), owners.size());
-  while (sharedCount > 0 && room < 2 * (sharedCount + 1))
-    --sharedCount;
-  // Without a shared record, each branch needs one of its own.
-  if (room < 2 * (sharedCount + 1) || (sharedCount == 0 && owners.size() < 2))
-    return;
   std::vector<std::string> shared;
-  for (size_t k = 0; k < sharedCount; ++k) {
-    size_t i = rng.below(owners.size());
-    shared.push_back(owners[i]);
-    owners.erase(owners.begin() + ptrdiff_t(i));
+  size_t fit = 0;
+  // Runs over shared records: each branch needs two views, a network and
+  // an output or two besides its commands, and the block may create the
+  // second record. The first record is a small one (a run computes every
+  // element in the model) of a kind with networks.
+  std::optional<std::vector<NetworkNode>> firstNodes;
+  if (sharedRuns) {
+    std::vector<size_t> small;
+    for (size_t i = 0; i < owners.size(); ++i)
+      if (model.tensor(owners[i])->bytes() <= 64 * 1024)
+        small.push_back(i);
+    fit = std::min<size_t>(std::min(profile_.parallelBranches, MaxBranches),
+                           room > 1 ? (room - 1) / 5 : 0);
+    if (small.empty() || liveDevices.empty() || fit < 2)
+      sharedRuns = false;
+    else {
+      size_t i = small[rng.below(small.size())];
+      firstNodes = networkNodes(model.tensor(owners[i])->kind);
+      if (!firstNodes) {
+        sharedRuns = false;
+      } else {
+        shared.push_back(owners[i]);
+        owners.erase(owners.begin() + ptrdiff_t(i));
+      }
+    }
   }
-  size_t fit =
-      std::min(size_t(std::min(profile_.parallelBranches, MaxBranches)),
-               room / (sharedCount + 1));
-  if (sharedCount == 0)
-    fit = std::min(fit, owners.size());
+  if (sharedRuns) {
+    const ModelTensor &first = *model.tensor(shared[0]);
+    std::vector<size_t> alike;
+    for (size_t i = 0; i < owners.size(); ++i) {
+      const ModelTensor &t = *model.tensor(owners[i]);
+      if (t.kind == first.kind && t.dims == first.dims)
+        alike.push_back(i);
+    }
+    if (!alike.empty()) {
+      size_t i = alike[rng.below(alike.size())];
+      shared.push_back(owners[i]);
+      owners.erase(owners.begin() + ptrdiff_t(i));
+    } else {
+      Command c;
+      c.kind = CommandKind::Create;
+      c.target = shared[0] + "_twin";
+      while (model.tensor(c.target))
+        c.target += "_";
+      c.elemKind = first.kind;
+      c.dims = first.dims;
+      c.pattern = 1 + rng.below(200);
+      shared.push_back(c.target);
+      append(c);
+      if (rng.percent(50)) {
+        Command up;
+        up.kind = CommandKind::ToDevice;
+        up.target = c.target;
+        up.device = liveDevices[rng.below(liveDevices.size())];
+        append(up);
+      }
+    }
+  } else {
+    size_t sharedCount = std::min<size_t>(
+        std::min<size_t>(profile_.sharedRecords, 2), owners.size());
+    while (sharedCount > 0 && room < 2 * (sharedCount + 1))
+      --sharedCount;
+    // Without a shared record, each branch needs one of its own.
+    if (room < 2 * (sharedCount + 1) || (sharedCount == 0 && owners.size() < 2))
+      return;
+    for (size_t k = 0; k < sharedCount; ++k) {
+      size_t i = rng.below(owners.size());
+      shared.push_back(owners[i]);
+      owners.erase(owners.begin() + ptrdiff_t(i));
+    }
+    fit = std::min(size_t(std::min(profile_.parallelBranches, MaxBranches)),
+                   room / (sharedCount + 1));
+    if (sharedCount == 0)
+      fit = std::min(fit, owners.size());
+  }
+  size_t sharedCount = shared.size();
   size_t branches = size_t(rng.between(2, fit));
   // The branch that shuts a device down, if any (1-based; 0: none).
-  size_t shutdownBranch = profile_.branchShutdownPercent &&
+  size_t shutdownBranch = !sharedRuns && profile_.branchShutdownPercent &&
                                   rng.percent(profile_.branchShutdownPercent)
                               ? 1 + rng.below(branches)
                               : 0;
@@ -1858,7 +1958,7 @@ void ScenarioGenerator::addParallelBlock(Scenario &s, Model &model,
   // shutdown (validateScenario).
   size_t faultBranch = 0;
   FaultSpec fault;
-  if (profile_.branchFaultPercent && !shutdownBranch &&
+  if (profile_.branchFaultPercent && !sharedRuns && !shutdownBranch &&
       rng.percent(profile_.branchFaultPercent)) {
     faultBranch = 1 + rng.below(branches);
     fault.site =
@@ -1867,6 +1967,25 @@ void ScenarioGenerator::addParallelBlock(Scenario &s, Model &model,
     fault.nth = unsigned(rng.between(1, 3));
     fault.code =
         rng.percent(50) ? ErrorCode::DeviceError : ErrorCode::OutOfMemory;
+  }
+  // A network per branch, of the shared records' type, on any live device:
+  // a run on another device than a shared record's copies or moves it.
+  std::vector<std::string> ownNetworks(branches);
+  for (size_t b = 0; b < branches && sharedRuns; ++b) {
+    const ModelTensor &first = *model.tensor(shared[0]);
+    Command add;
+    add.kind = CommandKind::AddNetwork;
+    add.target = "shared_runs_" + std::to_string(b + 1);
+    while (model.networkDevices().count(add.target))
+      add.target += "_";
+    add.device = liveDevices[rng.below(liveDevices.size())];
+    add.elemKind = first.kind;
+    add.dims = first.dims;
+    add.nodes =
+        b == 0 ? *firstNodes : networkNodes(first.kind).value_or(*firstNodes);
+    append(add);
+    if (s.commands.back().expect == Outcome::ok())
+      ownNetworks[b] = add.target;
   }
   std::vector<std::vector<std::string>> targets(branches);
   for (size_t b = 1; b <= branches; ++b)
@@ -1922,6 +2041,15 @@ void ScenarioGenerator::addParallelBlock(Scenario &s, Model &model,
     networks.clear();
   for (size_t b = 0; b < branches && !networks.empty(); ++b) {
     size_t i = rng.below(networks.size());
+    if (sharedRuns) {
+      auto own =
+          std::find_if(networks.begin(), networks.end(), [&](const Command *n) {
+            return n->target == ownNetworks[b];
+          });
+      if (own == networks.end())
+        continue;
+      i = size_t(own - networks.begin());
+    }
     const Command &add = *networks[i];
     std::vector<Placeholder> placeholders =
         networkPlaceholders(add.nodes, Type{add.elemKind, add.dims});
@@ -1937,8 +2065,12 @@ void ScenarioGenerator::addParallelBlock(Scenario &s, Model &model,
     size_t creates = 0;
     for (size_t k = 0; k < placeholders.size(); ++k) {
       if (!networkWrites(add.nodes, placeholders[k].name) &&
-          !sharedViews.empty() && rng.percent(50)) {
+          !sharedViews.empty() && (sharedRuns || rng.percent(50))) {
+        // Runs over shared records: mostly the first branch binds them in
+        // the order they were shared, the second in the other order, ...
         size_t v = rng.below(sharedViews.size());
+        if (sharedRuns && rng.percent(75))
+          v = b % 2 ? sharedViews.size() - 1 : 0;
         const ModelTensor &t = *model.tensor(sharedViews[v]);
         if (t.kind == add.elemKind && t.dims == add.dims) {
           reused[k] = sharedViews[v];
@@ -1948,7 +2080,8 @@ void ScenarioGenerator::addParallelBlock(Scenario &s, Model &model,
       }
       ++creates;
     }
-    if (s.commands.size() + creates + branches > steps || !rng.percent(70))
+    if (s.commands.size() + creates + branches > steps ||
+        (!sharedRuns && !rng.percent(70)))
       continue;
     networks.erase(networks.begin() + ptrdiff_t(i));
     Command run;
@@ -2005,6 +2138,12 @@ void ScenarioGenerator::addParallelBlock(Scenario &s, Model &model,
     // command of its own, so that the others' transfers are under way.
     size_t shutdownAt = b == shutdownBranch ? rng.below(length) : length;
     size_t faultAt = b == faultBranch ? rng.below(length) : length;
+    // A branch of runs over shared records runs its network at least once,
+    // mostly first (the branches start together, so their first runs take
+    // the records at the same time), and often again.
+    size_t runAt = !sharedRuns || !run ? length
+                   : rng.percent(70)   ? 0
+                                       : rng.below(length);
     for (size_t k = 0; k < length; ++k) {
       Command c;
       if (k == shutdownAt || k == faultAt) {
@@ -2028,6 +2167,8 @@ void ScenarioGenerator::addParallelBlock(Scenario &s, Model &model,
         }
         at -= weight;
       }
+      if (k == runAt || (sharedRuns && run && rng.percent(50)))
+        c.kind = CommandKind::Run;
       if (c.kind == CommandKind::Run) {
         c = *run;
         c.branch = int(b);

@@ -399,8 +399,9 @@ std::vector<PropertyFamily> makeFamilies() {
     PropertyFamily parallel{
         "parallel",
         "a sequential prefix, then 2-3 branches on threads of their own "
-        "moving, reading and writing shared records and records of their "
-        "own; the history is checked for linearizability against the model",
+        "moving, reading, writing and running networks over shared records "
+        "and records of their own; the history is checked for "
+        "linearizability against the model",
         needsResident,
         [] {
           std::map<CommandKind, int> w = {{K::Create, 6},     {K::ToDevice, 5},
@@ -414,6 +415,9 @@ std::vector<PropertyFamily> makeFamilies() {
           p.branchLength = 4;
           p.branchShutdownPercent = 25;
           p.branchFaultPercent = 20;
+          // Runs over the shared records, taking them together on several
+          // threads, beside transfers, reads and writes of them.
+          p.sharedRunsPercent = 50;
           // Two waiters on one busy record need a shape of their own; on
           // the fake device (async=1) its read-back then takes up to 3 ms
           // instead of 0.2, long enough for the other branches to arrive,
@@ -427,8 +431,10 @@ std::vector<PropertyFamily> makeFamilies() {
         // Whether branches overlap in time is the machine's doing, not the
         // generator's: counted (branches-overlapped), not required. Two
         // branches meeting one record busy together is what fan-in blocks
-        // are for: required.
-        {"parallel-block", "linearized", "waiters-on-busy-record"}};
+        // are for: required, as are runs on two threads that bind a record
+        // in common.
+        {"parallel-block", "linearized", "waiters-on-busy-record",
+         "runs-share-records"}};
     parallel.steps = 20;
     f.push_back(std::move(parallel));
   }

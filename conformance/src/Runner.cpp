@@ -2542,6 +2542,43 @@ std::optional<Difference> runParallelBlock(
   };
   if (waitersTogether())
     ++labels[CoverageLabel("waiters-on-busy-record")];
+  // Runs of two branches that bind a record in common take it together;
+  // binding two in common in other orders, each takes one while it holds
+  // or waits for the other.
+  auto inputRecords = [&](const Command &run) {
+    std::vector<int> out;
+    for (const auto &[placeholder, tensor] : run.bindings) {
+      const ModelTensor *t = model.tensor(tensor);
+      if (t && !t->empty())
+        out.push_back(t->record);
+    }
+    return out;
+  };
+  bool runsShare = false, otherOrders = false;
+  for (size_t a = 0; a < history.size(); ++a)
+    for (size_t b = a + 1; b < history.size(); ++b)
+      for (const BranchEvent &x : history[a])
+        for (const BranchEvent &y : history[b]) {
+          if (x.command->kind != CommandKind::Run ||
+              y.command->kind != CommandKind::Run)
+            continue;
+          std::vector<int> rx = inputRecords(*x.command),
+                           ry = inputRecords(*y.command);
+          for (size_t i = 0; i < rx.size(); ++i) {
+            auto at = std::find(ry.begin(), ry.end(), rx[i]);
+            if (at == ry.end())
+              continue;
+            runsShare = true;
+            for (size_t j = i + 1; j < rx.size(); ++j) {
+              auto later = std::find(ry.begin(), ry.end(), rx[j]);
+              otherOrders = otherOrders || (later != ry.end() && later < at);
+            }
+          }
+        }
+  if (runsShare)
+    ++labels[CoverageLabel("runs-share-records")];
+  if (otherOrders)
+    ++labels[CoverageLabel("runs-bind-shared-records-in-other-orders")];
   for (const auto &branch : history)
     for (const BranchEvent &e : branch)
       if (e.command->kind == CommandKind::Shutdown)

@@ -22,7 +22,9 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <optional>
 #include <vector>
 
 namespace drt::conformance {
@@ -129,6 +131,16 @@ struct GeneratorProfile {
   /// that which of the others' operations it strikes is the interleaving's
   /// doing; such a block runs no network (validateScenario).
   unsigned branchFaultPercent = 0;
+  /// Percent of parallel blocks (not of the fan-in shape, without a
+  /// shutdown or a fault) whose branches run networks over the records
+  /// they share: two records of one type are shared (the block creates
+  /// the second when the scenario has none), the block adds a network of
+  /// that type per branch, and each branch runs its network at least once
+  /// with its views of the shared records bound to the inputs in an order
+  /// of its own. Runs on several threads then take the same records
+  /// together, each while holding others, beside the other branches'
+  /// transfers, reads and writes of them. 0: none.
+  unsigned sharedRunsPercent = 0;
   /// Percent of parallel blocks of the fan-in shape (with parallelBranches
   /// of MaxBranches): a fresh record of 256 KiB or 1 MiB is uploaded, then
   /// every branch names it through a view of its own; one branch holds it
@@ -193,9 +205,15 @@ public:
 
 private:
   /// Appends the parallel block to \p s, whose sequential part left
-  /// \p model, keeping \p s within \p steps commands.
-  void addParallelBlock(Scenario &s, Model &model, ChoiceSource &rng,
-                        size_t steps) const;
+  /// \p model, keeping \p s within \p steps commands. With \p sharedRuns
+  /// it is one of GeneratorProfile::sharedRunsPercent, whose networks get
+  /// their nodes from \p networkNodes (nullopt: the element kind has no
+  /// networks here).
+  void addParallelBlock(
+      Scenario &s, Model &model, ChoiceSource &rng, size_t steps,
+      bool sharedRuns,
+      const std::function<std::optional<std::vector<NetworkNode>>(ElemKind)>
+          &networkNodes) const;
   /// Appends a fan-in block (GeneratorProfile::fanInPercent) to \p s the
   /// same way.
   void addFanInBlock(Scenario &s, Model &model, ChoiceSource &rng,
