@@ -1970,7 +1970,11 @@ void ScenarioGenerator::addParallelBlock(
   }
   // A network per branch, of the shared records' type, on any live device:
   // a run on another device than a shared record's copies or moves it.
+  // Half the later ones are the first one again on its device (two
+  // instances of one model), so that runs on several threads use the same
+  // kernels at the same time.
   std::vector<std::string> ownNetworks(branches);
+  std::string firstDevice;
   for (size_t b = 0; b < branches && sharedRuns; ++b) {
     const ModelTensor &first = *model.tensor(shared[0]);
     Command add;
@@ -1978,11 +1982,16 @@ void ScenarioGenerator::addParallelBlock(
     add.target = "shared_runs_" + std::to_string(b + 1);
     while (model.networkDevices().count(add.target))
       add.target += "_";
-    add.device = liveDevices[rng.below(liveDevices.size())];
+    bool again = b > 0 && rng.percent(50);
+    add.device =
+        again ? firstDevice : liveDevices[rng.below(liveDevices.size())];
+    if (b == 0)
+      firstDevice = add.device;
     add.elemKind = first.kind;
     add.dims = first.dims;
-    add.nodes =
-        b == 0 ? *firstNodes : networkNodes(first.kind).value_or(*firstNodes);
+    add.nodes = b == 0 || again
+                    ? *firstNodes
+                    : networkNodes(first.kind).value_or(*firstNodes);
     append(add);
     if (s.commands.back().expect == Outcome::ok())
       ownNetworks[b] = add.target;
