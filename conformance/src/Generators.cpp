@@ -366,11 +366,20 @@ private:
   /// views observe it).
   Name pickTensor() {
     if (besideNow_ && besideRecord_) {
-      std::vector<Name> others;
+      // Mostly one at least half as large as the pending one: where that
+      // one is copied in chunks through staging buffers, so is this one,
+      // and the two take buffers from one pool while both are in flight.
+      uint64_t pending = m_.records().at(*besideRecord_).bytes;
+      std::vector<Name> others, large;
       for (Name name : ch_.tensors)
         if (const ModelTensor *t = m_.tensor(*name);
-            t && !t->empty() && t->record != *besideRecord_)
+            t && !t->empty() && t->record != *besideRecord_) {
           others.push_back(name);
+          if (2 * m_.records().at(t->record).bytes >= pending)
+            large.push_back(name);
+        }
+      if (!large.empty() && rng_.percent(60))
+        return rng_.pick(large);
       if (!others.empty())
         return rng_.pick(others);
     }
