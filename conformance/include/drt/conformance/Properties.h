@@ -67,6 +67,11 @@ struct PropertyFamily {
   /// Allocations one device must see within one case at least once (0: no
   /// such requirement); a family about long-lived devices fails below it.
   uint64_t minAllocationsOnOneDevice = 0;
+  /// The multiple of the run's time budget this family spends (an exact
+  /// case count is not scaled). A family whose bugs are races between
+  /// threads finds one only in the few cases whose threads meet at the
+  /// right instant, spread over every configuration: it gets more.
+  double timeShare = 1.0;
 };
 
 /// The built-in families, in listing order.
