@@ -1973,7 +1973,7 @@ void ScenarioGenerator::addParallelBlock(
     fault.site =
         std::array{FaultSite::Allocation, FaultSite::TransferToDevice,
                    FaultSite::TransferFromDevice, FaultSite::Run}[rng.below(4)];
-    fault.nth = unsigned(rng.between(1, 3));
+    fault.nth = rng.percent(50) ? 1 : unsigned(rng.between(1, 3));
     fault.code =
         rng.percent(50) ? ErrorCode::DeviceError : ErrorCode::OutOfMemory;
   }
@@ -2155,7 +2155,12 @@ void ScenarioGenerator::addParallelBlock(
     // The shutdown takes one of the branch's places, often after a
     // command of its own, so that the others' transfers are under way.
     size_t shutdownAt = b == shutdownBranch ? rng.below(length) : length;
-    size_t faultAt = b == faultBranch ? rng.below(length) : length;
+    // Half the time the fault is planned first: the branches start
+    // together, so the operation it strikes is submitted while the others'
+    // first operations are still in flight, their completions undelivered.
+    size_t faultAt = b != faultBranch  ? length
+                     : rng.percent(50) ? 0
+                                       : rng.below(length);
     // A branch of runs over shared records runs its network at least once,
     // mostly first (the branches start together, so their first runs take
     // the records at the same time), and often again.
