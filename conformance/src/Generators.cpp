@@ -1871,6 +1871,21 @@ void ScenarioGenerator::addParallelBlock(
     c.expect = model.apply(c).outcome;
     s.commands.push_back(std::move(c));
   };
+  // Appends a create of a fresh tensor named after \p base; its name.
+  auto create = [&](std::string base, ElemKind kind,
+                    const std::vector<size_t> &dims) {
+    Command c;
+    c.kind = CommandKind::Create;
+    c.target = std::move(base);
+    while (model.tensor(c.target))
+      c.target += "_";
+    c.elemKind = kind;
+    c.dims = dims;
+    c.pattern = 1 + rng.below(200);
+    std::string name = c.target;
+    append(std::move(c));
+    return name;
+  };
   std::vector<std::string> liveDevices;
   for (const auto &[name, d] : model.devices())
     if (!d.shutDown)
@@ -1919,20 +1934,11 @@ void ScenarioGenerator::addParallelBlock(
       shared.push_back(owners[i]);
       owners.erase(owners.begin() + ptrdiff_t(i));
     } else {
-      Command c;
-      c.kind = CommandKind::Create;
-      c.target = shared[0] + "_twin";
-      while (model.tensor(c.target))
-        c.target += "_";
-      c.elemKind = first.kind;
-      c.dims = first.dims;
-      c.pattern = 1 + rng.below(200);
-      shared.push_back(c.target);
-      append(c);
+      shared.push_back(create(shared[0] + "_twin", first.kind, first.dims));
       if (rng.percent(50)) {
         Command up;
         up.kind = CommandKind::ToDevice;
-        up.target = c.target;
+        up.target = shared.back();
         up.device = liveDevices[rng.below(liveDevices.size())];
         append(up);
       }
@@ -2016,9 +2022,8 @@ void ScenarioGenerator::addParallelBlock(
         v.target += "_";
       v.source = owner;
       v.dims = t.dims;
-      v.expect = model.apply(v).outcome;
-      s.commands.push_back(v);
       targets[b - 1].push_back(v.target);
+      append(std::move(v));
     }
   // The records not shared go to one branch each, which uses the owner
   // itself. Without shared records every branch gets one first. An owner
@@ -2111,18 +2116,11 @@ void ScenarioGenerator::addParallelBlock(
         run.bindings.emplace_back(p.name, *reused[k]);
         continue;
       }
-      Command c;
-      c.kind = CommandKind::Create;
-      c.target = add.target + "_" + p.name + "_" + std::to_string(b + 1);
-      while (model.tensor(c.target))
-        c.target += "_";
-      c.elemKind = add.elemKind;
-      c.dims = add.dims;
-      c.pattern = 1 + rng.below(200);
-      c.expect = model.apply(c).outcome;
-      s.commands.push_back(c);
-      targets[b].push_back(c.target);
-      run.bindings.emplace_back(p.name, c.target);
+      std::string made =
+          create(add.target + "_" + p.name + "_" + std::to_string(b + 1),
+                 add.elemKind, add.dims);
+      targets[b].push_back(made);
+      run.bindings.emplace_back(p.name, made);
     }
     runs[b] = std::move(run);
   }

@@ -2545,7 +2545,7 @@ std::optional<Difference> runParallelBlock(
   // Runs of two branches that bind a record in common take it together;
   // binding two in common in other orders, each takes one while it holds
   // or waits for the other.
-  auto inputRecords = [&](const Command &run) {
+  auto boundRecords = [&](const Command &run) {
     std::vector<int> out;
     for (const auto &[placeholder, tensor] : run.bindings) {
       const ModelTensor *t = model.tensor(tensor);
@@ -2562,8 +2562,8 @@ std::optional<Difference> runParallelBlock(
           if (x.command->kind != CommandKind::Run ||
               y.command->kind != CommandKind::Run)
             continue;
-          std::vector<int> rx = inputRecords(*x.command),
-                           ry = inputRecords(*y.command);
+          std::vector<int> rx = boundRecords(*x.command),
+                           ry = boundRecords(*y.command);
           for (size_t i = 0; i < rx.size(); ++i) {
             auto at = std::find(ry.begin(), ry.end(), rx[i]);
             if (at == ry.end())
