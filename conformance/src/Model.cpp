@@ -65,6 +65,26 @@ size_t ModelTensor::numElements() const {
 
 size_t ModelTensor::bytes() const { return numElements() * elemSize(kind); }
 
+std::span<uint8_t> RecordBytes::mutableBytes() {
+  if (data_.use_count() > 1) {
+    std::shared_ptr<uint8_t[]> own =
+        std::make_shared_for_overwrite<uint8_t[]>(size_);
+    std::memcpy(own.get(), data_.get(), size_);
+    data_ = std::move(own);
+  }
+  return {data_.get(), size_};
+}
+
+std::span<uint8_t> RecordBytes::makeForOverwrite(size_t size) {
+  data_ = std::make_shared_for_overwrite<uint8_t[]>(size);
+  size_ = size;
+  return {data_.get(), size_};
+}
+
+void RecordBytes::assign(std::span<const uint8_t> from) {
+  std::memcpy(makeForOverwrite(from.size()).data(), from.data(), from.size());
+}
+
 void KnownBytes::mark(size_t begin, size_t end) {
   if (begin >= end)
     return;
@@ -497,7 +517,7 @@ Outcome Model::writeHost(ModelTensor &t, uint64_t pattern, bool refill,
   }
   if (trackContents_)
     fillPattern(t.kind, pattern, 0,
-                std::span(r.data).subspan(t.offsetBytes, t.bytes()));
+                r.data.mutableBytes().subspan(t.offsetBytes, t.bytes()));
   r.known.mark(t.offsetBytes, t.offsetBytes + t.bytes());
   r.openNaN.forget(t.offsetBytes, t.offsetBytes + t.bytes());
   return Outcome::ok();
@@ -709,8 +729,9 @@ Outcome Model::run(const Command &c, Step &step) {
       const ModelTensor &t = *bound[i];
       const ModelRecord &r = records_.at(t.record);
       Values v;
-      v.data.assign(r.data.begin() + t.offsetBytes,
-                    r.data.begin() + t.offsetBytes + t.bytes());
+      std::span<const uint8_t> input =
+          r.data.bytes().subspan(t.offsetBytes, t.bytes());
+      v.data.assign(input.begin(), input.end());
       v.known.assign(t.bytes(), Unknown);
       for (const auto &[from, to] :
            r.known.within(t.offsetBytes, t.offsetBytes + t.bytes()))
@@ -751,7 +772,7 @@ Outcome Model::run(const Command &c, Step &step) {
       while (bound[i]->record != o.record)
         ++i;
       const Values &v = values.at(placeholders[i].name);
-      r.data = v.data;
+      r.data.assign(v.data);
       r.forgetContents();
       for (size_t b = 0; b < v.known.size();) {
         size_t e = b;
@@ -942,11 +963,10 @@ ModelStep Model::apply(const Command &c) {
       t.record = newRecord(t.bytes());
       ModelRecord &r = records_.at(t.record);
       r.references = 1;
-      if (trackContents_) {
-        r.data.resize(t.bytes());
-        if (c.pattern)
-          fillPattern(c.elemKind, c.pattern, 0, r.data);
-      }
+      // fillPattern writes every byte (pattern 0: zeros).
+      if (trackContents_)
+        fillPattern(c.elemKind, c.pattern, 0,
+                    r.data.makeForOverwrite(t.bytes()));
     }
     tensorSlot(c.target) = t;
     break;
@@ -995,8 +1015,7 @@ ModelStep Model::apply(const Command &c) {
       ModelRecord &to = records_.at(id);
       to.references = 1;
       if (trackContents_)
-        to.data.assign(from.data.begin() + src.offsetBytes,
-                       from.data.begin() + src.offsetBytes + src.bytes());
+        to.data.assign(from.data.bytes().subspan(src.offsetBytes, src.bytes()));
       to.known.clear();
       for (const auto &[b, e] :
            from.known.within(src.offsetBytes, src.offsetBytes + src.bytes()))

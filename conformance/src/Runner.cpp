@@ -1985,10 +1985,17 @@ private:
       std::unique_ptr<Tensor> t;
       if (!c.device.empty())
         t = pinnedTensor(c);
-      if (!t)
-        t = std::make_unique<Tensor>(c.elemKind, c.dims, c.target);
-      if (c.pattern)
-        fillPattern(c.elemKind, c.pattern, 0, writable(t->mutableHostBytes()));
+      if (t) {
+        if (c.pattern)
+          fillPattern(c.elemKind, c.pattern, 0,
+                      writable(t->mutableHostBytes()));
+      } else {
+        // fillPattern writes every byte: storage that is not zeroed first.
+        t = std::make_unique<Tensor>(
+            Type{c.elemKind, c.dims}, c.target, [&](std::span<std::byte> b) {
+              fillPattern(c.elemKind, c.pattern, 0, writable(b));
+            });
+      }
       tensorSlot(c.target) = std::move(t);
       return Error::success();
     }

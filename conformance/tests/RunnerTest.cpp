@@ -1283,6 +1283,33 @@ TEST(Model, APinnedCreateFitsOnlyWhereItsDeviceIsDeclared) {
   EXPECT_TRUE(wellFormedScenario(dropped, "fake").commands.empty());
 }
 
+TEST(Model, ACopyKeepsItsOwnBytesWhenEitherIsWritten) {
+  // Copies share a record's bytes until one writes them (the
+  // linearizability check copies the model for every order it tries).
+  Scenario s = parse("device d0\n"
+                     "create a i32 [4] fill=1\n"
+                     "write a 2\n"
+                     "write a 3\n");
+  Model m(s.devices, Capabilities{});
+  m.apply(s.commands[0]);
+  auto bytesOf = [](const Model &model) {
+    const ModelRecord *r = model.recordOf("a");
+    std::span<const uint8_t> b = r->data.bytes();
+    return std::vector<uint8_t>(b.begin(), b.end());
+  };
+  std::vector<uint8_t> first = bytesOf(m);
+  ASSERT_EQ(first, patternBytes(ElemKind::Int32, 1, 0, 4));
+  Model copy = m;
+  copy.apply(s.commands[1]);
+  EXPECT_EQ(bytesOf(m), first) << "the copy's write left the original alone";
+  EXPECT_EQ(bytesOf(copy), patternBytes(ElemKind::Int32, 2, 0, 4));
+  Model second = m;
+  m.apply(s.commands[2]);
+  EXPECT_EQ(bytesOf(second), first) << "the original's write left a copy alone";
+  EXPECT_EQ(bytesOf(m), patternBytes(ElemKind::Int32, 3, 0, 4));
+  EXPECT_EQ(bytesOf(copy), patternBytes(ElemKind::Int32, 2, 0, 4));
+}
+
 TEST(Model, TheNamesStampChangesWithTheNamesOnly) {
   Scenario s = parse("device d0\n"
                      "create a f32 [4] fill=1\n"

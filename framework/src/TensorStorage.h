@@ -24,11 +24,16 @@ class TensorStorage : public std::enable_shared_from_this<TensorStorage> {
 public:
   static constexpr size_t Alignment = 64;
 
-  /// \p bytes of zeroed pageable memory, between guards of \p guard bytes
-  /// (0 or HostGuardBytes); with guards, of GuardedBlockMinBytes or more in
-  /// a guarded block (GuardedHostBlock.h), whose guard after the bytes runs
-  /// to the end of its page.
-  TensorStorage(size_t bytes, std::string name, size_t guard);
+  /// Whether new storage is zero-filled, or left for its creator to write
+  /// every byte of before anyone else can read it.
+  enum class Contents { Zeroed, WrittenByCreator };
+  /// \p bytes of pageable memory (zeroed unless \p contents says the
+  /// creator writes them), between guards of \p guard bytes (0 or
+  /// HostGuardBytes); with guards, of GuardedBlockMinBytes or more in a
+  /// guarded block (GuardedHostBlock.h), whose guard after the bytes runs to
+  /// the end of its page.
+  TensorStorage(size_t bytes, std::string name, size_t guard,
+                Contents contents = Contents::Zeroed);
   /// Takes over the block at \p base that \p memory allocated: \p bytes,
   /// which it zeroes, between guards of \p guard bytes.
   TensorStorage(size_t bytes, std::string name, size_t guard, std::byte *base,

@@ -119,6 +119,28 @@ TEST_F(TensorTest, CloneIsIndependent) {
   EXPECT_EQ(vc.hostData<float>()[0], 3.0f);
 }
 
+TEST_F(TensorTest, AFilledTensorHoldsWhatItsFillWroteOverAllItsBytes) {
+  size_t seen = 0;
+  Tensor t(Type{ElemKind::Int32, {3}}, "t", [&](std::span<std::byte> b) {
+    seen = b.size();
+    for (size_t i = 0; i < b.size(); ++i)
+      b[i] = std::byte(i + 1);
+  });
+  EXPECT_EQ(seen, 12u);
+  EXPECT_EQ(t.name(), "t");
+  EXPECT_EQ(t.residencySnapshot().state, ResidencyState::Host);
+  auto bytes = t.hostBytes();
+  ASSERT_EQ(bytes.size(), 12u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(bytes.data()) % 64, 0u);
+  for (size_t i = 0; i < bytes.size(); ++i)
+    EXPECT_EQ(bytes[i], std::byte(i + 1)) << "byte " << i;
+  bool called = false;
+  EXPECT_VIOLATION(Tensor(Type{ElemKind::Int32, {}}, "bad",
+                          [&](std::span<std::byte>) { called = true; }),
+                   ViolationKind::InvalidTensorType);
+  EXPECT_FALSE(called) << "an invalid type is refused before any storage";
+}
+
 TEST_F(TensorTest, MoveLeavesAnEmptySourceAndUsingItIsAViolation) {
   Tensor a(ElemKind::Float32, {4}, "a");
   fill(a, 5);

@@ -12,6 +12,7 @@
 
 #include "drt/DeviceLocation.h"
 #include "drt/Error.h"
+#include "drt/FunctionRef.h"
 #include "drt/Type.h"
 
 #include <atomic>
@@ -223,6 +224,12 @@ public:
   Tensor(ElemKind kind, std::vector<size_t> dims, std::string name = {});
   /// A zero-filled host tensor of \p type (see above).
   explicit Tensor(Type type, std::string name = {});
+  /// A host tensor of \p type (see above) whose bytes are what \p fill
+  /// writes into the span it is given, all of whose bytes it must write:
+  /// the storage is not zero-filled first, which spares a creator that sets
+  /// every byte (a pattern, a copy) a pass over the memory.
+  Tensor(Type type, std::string name,
+         FunctionRef<void(std::span<std::byte>)> fill);
   /// Creates a zero-filled host tensor, or InvalidArgument naming the tensor
   /// and the size when \p type has no elements or its size is impossible.
   static Expected<Tensor> create(Type type, std::string name = {});
@@ -322,6 +329,9 @@ private:
   /// inline, in the framework's sources only (TensorChecks.h).
   inline void requireNonEmpty(const char *operation) const;
   std::string describe() const;
+  /// Checks type_ (a violation when invalid) and gives the tensor pageable
+  /// storage for it, zero-filled when \p zeroed.
+  void makeHostStorage(bool zeroed);
 
   std::shared_ptr<TensorStorage> storage_;
   Type type_;

@@ -17,8 +17,10 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -51,6 +53,29 @@ private:
   std::vector<Range> ranges_;
 };
 
+/// A record's bytes, shared between copies of a model until one of them
+/// writes: the linearizability check copies the model for every order it
+/// tries, and a copy of every record's bytes each time would cost more than
+/// the steps it replays.
+class RecordBytes {
+public:
+  /// The bytes (none until made).
+  std::span<const uint8_t> bytes() const { return {data_.get(), size_}; }
+  size_t size() const { return size_; }
+  const uint8_t *data() const { return data_.get(); }
+  /// The bytes to write, copied first when another model shares them.
+  std::span<uint8_t> mutableBytes();
+  /// Makes \p size bytes of unspecified value, shared with nothing, for the
+  /// caller to write every one of.
+  std::span<uint8_t> makeForOverwrite(size_t size);
+  /// Replaces the bytes with a copy of \p from.
+  void assign(std::span<const uint8_t> from);
+
+private:
+  std::shared_ptr<uint8_t[]> data_;
+  size_t size_ = 0;
+};
+
 /// The model of one residency record (the storage a tensor and its views
 /// share).
 struct ModelRecord {
@@ -62,7 +87,7 @@ struct ModelRecord {
   std::string location;
   /// The data's true value (empty when the model does not track contents)
   /// and which bytes of it are known.
-  std::vector<uint8_t> data;
+  RecordBytes data;
   KnownBytes known;
   /// The known bytes a float add, mul or scale computed (within known): where
   /// such an element is a NaN, its sign and payload are unspecified (semantics
