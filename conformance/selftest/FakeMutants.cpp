@@ -658,6 +658,40 @@ private:
   uint64_t budget_;
 };
 
+/// Checks the budget, then allocates, without one lock across both (as a
+/// backend whose driver allocation takes a while between its check and its
+/// accounting): two threads can both pass the check and together go past
+/// the budget.
+class BudgetCheckedBeforeAllocating final : public FakeDevice {
+public:
+  explicit BudgetCheckedBeforeAllocating(DeviceConfig config)
+      : FakeDevice(unlimited(config)), budget_(config.memoryBudget) {}
+  ~BudgetCheckedBeforeAllocating() override { shutdown(); }
+  uint64_t maximumMemory() const override {
+    return budget_ ? budget_ : FakeDevice::maximumMemory();
+  }
+
+protected:
+  Expected<DeviceLocation> allocate(uint64_t bytes) override {
+    if (budget_) {
+      uint64_t used = usedMemory();
+      if (used > budget_ || bytes > budget_ - used)
+        return makeError(ErrorCode::OutOfMemory, "allocation of " +
+                                                     std::to_string(bytes) +
+                                                     " bytes past the budget");
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    return FakeDevice::allocate(bytes);
+  }
+
+private:
+  static DeviceConfig unlimited(DeviceConfig config) {
+    config.memoryBudget = 0;
+    return config;
+  }
+  uint64_t budget_;
+};
+
 /// execute() ignores the byte offsets of its arguments: a view of a resident
 /// tensor bound to a run reads and writes its owner's first elements.
 class IgnoresViewOffsets final : public FakeDevice {
@@ -793,6 +827,9 @@ DRT_REGISTER_BACKEND(mutant<EvictStrandsQueuedRuns>(
     "kernels: it fails"));
 DRT_REGISTER_BACKEND(mutant<IgnoresBudget>(
     "ignores-budget", "allocations are not held to the memory budget"));
+DRT_REGISTER_BACKEND(mutant<BudgetCheckedBeforeAllocating>(
+    "budget-checked-before-allocating",
+    "checks the budget, then allocates, without one lock across both"));
 DRT_REGISTER_BACKEND(mutant<IgnoresViewOffsets>(
     "ignores-view-offsets", "execute() ignores its arguments' byte offsets"));
 DRT_REGISTER_BACKEND(mutant<ReportsPhysicalSize>(

@@ -21,6 +21,11 @@ using Name = const std::string *;
 /// branch and three commands of each branch.
 constexpr size_t FanInMostCommands = 2 + MaxBranches + 3 * MaxBranches;
 
+/// The most a device may have held beyond what it holds at a parallel block
+/// for the block to contend for its budget: each contending upload is at
+/// least that large.
+constexpr uint64_t MaxContendedBytes = uint64_t(1) << 20;
+
 bool resident(const ModelRecord &r) {
   return r.state == ResidencyState::Device ||
          r.state == ResidencyState::Mirrored;
@@ -2049,6 +2054,50 @@ void ScenarioGenerator::addParallelBlock(
             b = k;
     targets[b].push_back(owners[i]);
   }
+  // Two branches that begin with an upload each to a device whose budget
+  // fits one of them (GeneratorProfile::contendedBudgetPercent).
+  std::vector<std::optional<Command>> firsts(branches);
+  if (profile_.contendedBudgetPercent && !sharedRuns && !shutdownBranch &&
+      !faultBranch && rng.percent(profile_.contendedBudgetPercent)) {
+    std::vector<std::string> candidates;
+    for (const std::string &name : liveDevices) {
+      const ModelDevice &d = model.devices().at(name);
+      if (!d.spec.budget && d.traits.capabilities.memoryBudget &&
+          d.peakUsed - d.used <= MaxContendedBytes)
+        candidates.push_back(name);
+    }
+    // Two creates, then a command per branch at least.
+    if (!candidates.empty() && steps >= s.commands.size() + 2 + branches) {
+      std::string device = candidates[rng.below(candidates.size())];
+      const ModelDevice &d = model.devices().at(device);
+      // Each upload at least what the device held at its most beyond what
+      // it holds now, so that the budget never refuses what it let through.
+      uint64_t bytes = std::max<uint64_t>(d.peakUsed - d.used,
+                                          uint64_t(4) << rng.between(4, 16));
+      bytes = (bytes + 3) / 4 * 4;
+      uint64_t budget = d.used + bytes + rng.below(bytes);
+      if (!d.budget() || budget <= d.budget()) {
+        model.setDeviceBudget(device, budget);
+        for (DeviceSpec &spec : s.devices)
+          if (spec.name == device)
+            spec.budget = budget;
+        size_t first = rng.below(branches);
+        size_t second = (first + 1 + rng.below(branches - 1)) % branches;
+        for (size_t b : {first, second}) {
+          Command up;
+          up.kind = CommandKind::ToDevice;
+          up.branch = int(b + 1);
+          up.target = create("contended_" + std::to_string(b + 1),
+                             ElemKind::Float32, {size_t(bytes / 4)});
+          up.device = device;
+          if (profile_.syncPercent)
+            up.sync = rng.percent(profile_.syncPercent);
+          targets[b].push_back(up.target);
+          firsts[b] = std::move(up);
+        }
+      }
+    }
+  }
   // A run a branch can make: of a network each placeholder of which it
   // binds to a tensor of its own. A network runs in one branch at most:
   // its context belongs to that branch.
@@ -2167,6 +2216,10 @@ void ScenarioGenerator::addParallelBlock(
                                        : rng.below(length);
     for (size_t k = 0; k < length; ++k) {
       Command c;
+      if (k == 0 && firsts[b - 1]) {
+        s.commands.push_back(*firsts[b - 1]);
+        continue;
+      }
       if (k == shutdownAt || k == faultAt) {
         c.kind =
             k == shutdownAt ? CommandKind::Shutdown : CommandKind::InjectFault;

@@ -392,6 +392,11 @@ Outcome Model::failWith(const std::string &name, ErrorCode code, Step &step) {
   return Outcome::error(code);
 }
 
+void Model::setDeviceBudget(const std::string &name, uint64_t bytes) {
+  ModelDevice &d = device(name);
+  d.spec.budget = bytes;
+}
+
 Outcome Model::allocate(const std::string &name, uint64_t bytes, Step &step) {
   if (auto code = strike(name, FaultSite::Allocation, step))
     return failWith(name, *code, step);
@@ -401,6 +406,7 @@ Outcome Model::allocate(const std::string &name, uint64_t bytes, Step &step) {
     return Outcome::error(ErrorCode::OutOfMemory);
   }
   d.used += bytes;
+  d.peakUsed = std::max(d.peakUsed, d.used);
   ++d.live;
   ++d.allocations;
   d.peakLive = std::max(d.peakLive, d.live);

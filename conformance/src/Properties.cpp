@@ -415,6 +415,7 @@ std::vector<PropertyFamily> makeFamilies() {
           p.branchLength = 4;
           p.branchShutdownPercent = 25;
           p.branchFaultPercent = 20;
+          p.contendedBudgetPercent = 20;
           // Runs over the shared records, taking them together on several
           // threads, beside transfers, reads and writes of them.
           p.sharedRunsPercent = 50;
@@ -469,6 +470,9 @@ std::vector<PropertyFamily> makeFamilies() {
           // backend's queue and staging buffers.
           p.branchShutdownPercent = 15;
           p.branchFaultPercent = 15;
+          // Two uploads at once that a device's budget fits one of: its
+          // allocator's check and its accounting must be one step.
+          p.contendedBudgetPercent = 25;
           return p;
         },
         {"parallel-block", "linearized"}};

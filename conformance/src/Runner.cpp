@@ -2435,10 +2435,13 @@ private:
         continue;
       ++explored_;
       Model copy = m;
-      ModelStep predicted = copy.apply(*e.command);
-      if (!(predicted.outcome == e.observed.outcome) ||
-          predicted.callbacks != e.observed.callbacks)
-        continue;
+      if (!explains(copy.apply(*e.command), e)) {
+        if (!refusedBesideARun(m, e, b))
+          continue;
+        copy = m;
+        if (!explains(applyRefused(copy, e), e))
+          continue;
+      }
       order_.push_back(&e);
       ++next_[b];
       if (order_.size() > longest_.size())
@@ -2450,6 +2453,80 @@ private:
         return true;
     }
     return false;
+  }
+
+  static bool explains(const ModelStep &predicted, const BranchEvent &e) {
+    return predicted.outcome == e.observed.outcome &&
+           predicted.callbacks == e.observed.callbacks;
+  }
+
+  /// The device on which \p c allocates, or "" for a command that does not.
+  static std::string allocatingDevice(const Model &m, const Command &c) {
+    switch (c.kind) {
+    case CommandKind::ToDevice:
+    case CommandKind::Alloc:
+      return c.device;
+    case CommandKind::Run: {
+      auto it = m.placement().find(c.target);
+      return it == m.placement().end() ? std::string() : it->second;
+    }
+    default:
+      return {};
+    }
+  }
+
+  /// The most \p c may allocate: a tensor's bytes, or a run's bindings'.
+  static uint64_t mostAllocated(const Model &m, const Command &c) {
+    auto bytesOf = [&](const std::string &name) -> uint64_t {
+      const ModelTensor *t = m.tensor(name);
+      return t && !t->empty() ? t->bytes() : 0;
+    };
+    if (c.kind == CommandKind::Alloc)
+      return c.bytes;
+    if (c.kind != CommandKind::Run)
+      return bytesOf(c.target);
+    uint64_t sum = 0;
+    for (const auto &[placeholder, tensor] : c.bindings)
+      sum += bytesOf(tensor);
+    return sum;
+  }
+
+  /// Whether \p e, of branch \p branch, may have been refused OutOfMemory
+  /// for memory another branch's run held while it ran (semantics §5: a run
+  /// allocates its outputs and input copies one at a time, and frees the
+  /// copies when it ends), though the model, which applies a run as one
+  /// step, lets it through after \p m: a run on its device overlapped it
+  /// in time, and what the device has left is less than what \p e needs
+  /// and such runs could hold together.
+  bool refusedBesideARun(const Model &m, const BranchEvent &e,
+                         size_t branch) const {
+    if (!(e.observed.outcome == Outcome::error(ErrorCode::OutOfMemory)))
+      return false;
+    std::string device = allocatingDevice(m, *e.command);
+    if (device.empty() || !m.devices().count(device))
+      return false;
+    uint64_t held = 0;
+    for (size_t b = 0; b < history_.size(); ++b)
+      for (const BranchEvent &f : history_[b])
+        if (b != branch && f.command->kind == CommandKind::Run &&
+            f.invoked < e.returned && e.invoked < f.returned &&
+            allocatingDevice(m, *f.command) == device)
+          held += mostAllocated(m, *f.command);
+    const ModelDevice &d = m.devices().at(device);
+    return held && d.budget() &&
+           d.available() < mostAllocated(m, *e.command) + held;
+  }
+
+  /// Applies \p e's command to \p m as refused OutOfMemory at its first
+  /// allocation: with the device's budget at what it holds for the step.
+  static ModelStep applyRefused(Model &m, const BranchEvent &e) {
+    std::string device = allocatingDevice(m, *e.command);
+    const ModelDevice &d = m.devices().at(device);
+    uint64_t budget = d.spec.budget;
+    m.setDeviceBudget(device, std::max<uint64_t>(d.used, 1));
+    ModelStep step = m.apply(*e.command);
+    m.setDeviceBudget(device, budget);
+    return step;
   }
 
   const std::vector<std::vector<BranchEvent>> &history_;

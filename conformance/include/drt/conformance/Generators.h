@@ -141,6 +141,16 @@ struct GeneratorProfile {
   /// together, each while holding others, beside the other branches'
   /// transfers, reads and writes of them. 0: none.
   unsigned sharedRunsPercent = 0;
+  /// Percent of parallel blocks (without shared runs, a shutdown or a
+  /// fault) in which two branches begin with an upload each of a fresh
+  /// tensor to one device whose budget fits either upload but not both:
+  /// the block gives that device (one without a budget of its own, whose
+  /// backend enforces budgets) a budget just above what it holds, and no
+  /// lower than the most it held before, so that no earlier step's outcome
+  /// changes. Whichever thread allocates second must be refused, which a
+  /// backend that checks its budget and allocates without one lock across
+  /// both lets through. 0: none.
+  unsigned contendedBudgetPercent = 0;
   /// Percent of parallel blocks of the fan-in shape (with parallelBranches
   /// of MaxBranches): a fresh record of 256 KiB or 1 MiB is uploaded, then
   /// every branch names it through a view of its own; one branch holds it

@@ -149,6 +149,8 @@ struct ModelDevice {
   DeviceTraits traits;
   bool shutDown = false;
   uint64_t used = 0;
+  /// The most `used` has been.
+  uint64_t peakUsed = 0;
   size_t live = 0;
   /// Allocations made so far (each one counted once, whatever became of it)
   /// and the most live at once: every allocation beyond that many reused
@@ -279,6 +281,12 @@ public:
   uint64_t recordsStamp() const { return recordsStamp_.value; }
   const std::map<int, ModelRecord> &records() const { return records_; }
   const NameMap<ModelDevice> &devices() const { return devices_; }
+  /// Gives device \p name the budget \p bytes from its creation on, as if
+  /// its spec had said so: for a generator that fixes a budget once it
+  /// knows what the scenario holds there. \p bytes must be at least the
+  /// device's peakUsed, so that no step applied so far would have had
+  /// another outcome.
+  void setDeviceBudget(const std::string &name, uint64_t bytes);
   const NameMap<ModelLocation> &locations() const { return locations_; }
   /// The raw locations that are not dead (live, or owned by a record).
   const NameSet &activeLocations() const { return activeLocations_; }
