@@ -7,8 +7,9 @@
 # first failing property and configuration of each.
 #   conformance/selftest/measure-source-mutants.sh [SEEDS] [PATCH...]
 # SEEDS defaults to 3, the patches to every one in
-# conformance/selftest/opencl-source-mutants/ and fake-source-mutants/
-# (framework mutants are self-tests of their own). A patch that touches
+# conformance/selftest/opencl-source-mutants/, fake-source-mutants/ and
+# framework-source-mutants/ (the framework's bugs that are not self-tests:
+# those are in framework-mutants/, relative to framework/). A patch that touches
 # backends/opencl runs on OpenCL (POCL) against the fake device; any other
 # runs on the fake device alone (RUN_ARGS, such as "--backend opencl
 # --against fake", chooses for every patch instead). The tree is
@@ -29,7 +30,8 @@ shift || true
 patches=("$@")
 [[ ${#patches[@]} -gt 0 ]] ||
   patches=(conformance/selftest/opencl-source-mutants/*.patch
-    conformance/selftest/fake-source-mutants/*.patch)
+    conformance/selftest/fake-source-mutants/*.patch
+    conformance/selftest/framework-source-mutants/*.patch)
 if [[ -n ${WORK_DIR:-} ]]; then
   work=$WORK_DIR
   mkdir -p "$work"
