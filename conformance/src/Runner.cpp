@@ -2669,6 +2669,10 @@ std::optional<Difference> runParallelBlock(
         ++labels[CoverageLabel("shutdown-in-parallel-block")];
       else if (e.command->kind == CommandKind::InjectFault)
         ++labels[CoverageLabel("fault-in-parallel-block")];
+      else if (e.observed.outcome == Outcome::error(ErrorCode::OutOfMemory))
+        // A budget refused a branch's allocation: where two branches
+        // contend for it, one of them must be (contendedBudgetPercent).
+        ++labels[CoverageLabel("out-of-memory-in-parallel-block")];
   auto blocked = [](const Command &c) {
     return Difference{"the return of '" + printCommand(c) + "'",
                       "before the callback timeout",
