@@ -639,22 +639,25 @@ private:
   std::set<std::string> compiled_;
 };
 
+/// \p config without its budget, for a mutant that keeps the budget to
+/// itself: the reference device under it allocates up to its default.
+DeviceConfig withoutBudget(DeviceConfig config) {
+  config.memoryBudget = 0;
+  return config;
+}
+
 /// The budget is reported but not enforced: allocations succeed up to the
 /// default budget whatever the configured one says.
 class IgnoresBudget final : public FakeDevice {
 public:
   explicit IgnoresBudget(DeviceConfig config)
-      : FakeDevice(unlimited(config)), budget_(config.memoryBudget) {}
+      : FakeDevice(withoutBudget(config)), budget_(config.memoryBudget) {}
   ~IgnoresBudget() override { shutdown(); }
   uint64_t maximumMemory() const override {
     return budget_ ? budget_ : FakeDevice::maximumMemory();
   }
 
 private:
-  static DeviceConfig unlimited(DeviceConfig config) {
-    config.memoryBudget = 0;
-    return config;
-  }
   uint64_t budget_;
 };
 
@@ -665,7 +668,7 @@ private:
 class BudgetCheckedBeforeAllocating final : public FakeDevice {
 public:
   explicit BudgetCheckedBeforeAllocating(DeviceConfig config)
-      : FakeDevice(unlimited(config)), budget_(config.memoryBudget) {}
+      : FakeDevice(withoutBudget(config)), budget_(config.memoryBudget) {}
   ~BudgetCheckedBeforeAllocating() override { shutdown(); }
   uint64_t maximumMemory() const override {
     return budget_ ? budget_ : FakeDevice::maximumMemory();
@@ -685,10 +688,6 @@ protected:
   }
 
 private:
-  static DeviceConfig unlimited(DeviceConfig config) {
-    config.memoryBudget = 0;
-    return config;
-  }
   uint64_t budget_;
 };
 
