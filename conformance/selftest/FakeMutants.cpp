@@ -639,40 +639,43 @@ private:
   std::set<std::string> compiled_;
 };
 
-/// \p config without its budget, for a mutant that keeps the budget to
-/// itself: the reference device under it allocates up to its default.
-DeviceConfig withoutBudget(DeviceConfig config) {
-  config.memoryBudget = 0;
-  return config;
-}
-
-/// The budget is reported but not enforced: allocations succeed up to the
-/// default budget whatever the configured one says.
-class IgnoresBudget final : public FakeDevice {
+/// A reference device whose configured budget a mutant keeps to itself:
+/// the device under it allocates up to its default budget, and reports the
+/// configured one.
+class KeepsItsBudget : public FakeDevice {
 public:
-  explicit IgnoresBudget(DeviceConfig config)
+  explicit KeepsItsBudget(DeviceConfig config)
       : FakeDevice(withoutBudget(config)), budget_(config.memoryBudget) {}
-  ~IgnoresBudget() override { shutdown(); }
   uint64_t maximumMemory() const override {
     return budget_ ? budget_ : FakeDevice::maximumMemory();
   }
 
+protected:
+  const uint64_t budget_;
+
 private:
-  uint64_t budget_;
+  static DeviceConfig withoutBudget(DeviceConfig config) {
+    config.memoryBudget = 0;
+    return config;
+  }
+};
+
+/// The budget is reported but not enforced: allocations succeed up to the
+/// default budget whatever the configured one says.
+class IgnoresBudget final : public KeepsItsBudget {
+public:
+  using KeepsItsBudget::KeepsItsBudget;
+  ~IgnoresBudget() override { shutdown(); }
 };
 
 /// Checks the budget, then allocates, without one lock across both (as a
 /// backend whose driver allocation takes a while between its check and its
 /// accounting): two threads can both pass the check and together go past
 /// the budget.
-class BudgetCheckedBeforeAllocating final : public FakeDevice {
+class BudgetCheckedBeforeAllocating final : public KeepsItsBudget {
 public:
-  explicit BudgetCheckedBeforeAllocating(DeviceConfig config)
-      : FakeDevice(withoutBudget(config)), budget_(config.memoryBudget) {}
+  using KeepsItsBudget::KeepsItsBudget;
   ~BudgetCheckedBeforeAllocating() override { shutdown(); }
-  uint64_t maximumMemory() const override {
-    return budget_ ? budget_ : FakeDevice::maximumMemory();
-  }
 
 protected:
   Expected<DeviceLocation> allocate(uint64_t bytes) override {
@@ -686,9 +689,6 @@ protected:
     }
     return FakeDevice::allocate(bytes);
   }
-
-private:
-  uint64_t budget_;
 };
 
 /// execute() ignores the byte offsets of its arguments: a view of a resident
