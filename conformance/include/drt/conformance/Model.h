@@ -285,7 +285,8 @@ public:
   /// its spec had said so: for a generator that fixes a budget once it
   /// knows what the scenario holds there. \p bytes must be at least the
   /// device's peakUsed, so that no step applied so far would have had
-  /// another outcome.
+  /// another outcome; the linearizability check also sets it to what the
+  /// device holds for one step, then back, to apply that step as refused.
   void setDeviceBudget(const std::string &name, uint64_t bytes);
   const NameMap<ModelLocation> &locations() const { return locations_; }
   /// The raw locations that are not dead (live, or owned by a record).
