@@ -32,6 +32,9 @@ constexpr int StuckStatus = 5;
 /// What the child writes before its report of a stuck step.
 constexpr std::string_view StuckMark = "stuck at ";
 
+/// What the child writes, with the run's number, before each run.
+constexpr std::string_view RunMark = "drt-child-run ";
+
 /// Most seconds a child repeats a scenario that keeps passing (a third of
 /// ChildRunner's default timeout).
 constexpr int RepeatSeconds = 20;
@@ -70,6 +73,7 @@ int runScenarioAsChild(const std::string &file, const std::string &backend,
     if (run > 0 && std::chrono::steady_clock::now() - started >
                        std::chrono::seconds(RepeatSeconds))
       break;
+    std::cout << RunMark << run + 1 << std::endl;
     RunResult r = runScenario(std::get<Scenario>(parsed), options);
     if (!r.setupError.empty())
       return NotRunStatus;
@@ -120,29 +124,33 @@ ChildRun runScenarioInChild(const ChildRunner &runner, const std::string &file,
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
+  std::string log = readText(runner.log);
+  unsigned started = 0;
+  if (size_t at = log.rfind(RunMark); at != std::string::npos)
+    started =
+        unsigned(std::strtoul(log.c_str() + at + RunMark.size(), nullptr, 10));
   if (WIFEXITED(status) && WEXITSTATUS(status) == PassedStatus)
-    return {ChildRun::Kind::Passed, ""};
+    return {ChildRun::Kind::Passed, "", started};
   if (WIFEXITED(status) && WEXITSTATUS(status) == DivergedStatus)
-    return {ChildRun::Kind::Diverged, ""};
+    return {ChildRun::Kind::Diverged, "", started};
   if (WIFEXITED(status) && WEXITSTATUS(status) == NotRunStatus)
-    return {ChildRun::Kind::NotRun, "the scenario did not start"};
+    return {ChildRun::Kind::NotRun, "the scenario did not start", started};
   if (WIFEXITED(status) && WEXITSTATUS(status) == StuckStatus) {
-    std::string report = readText(runner.log);
-    size_t at = report.find(StuckMark);
-    return {ChildRun::Kind::Stuck, at == std::string::npos
-                                       ? "a step never returned"
-                                       : report.substr(at)};
+    size_t at = log.find(StuckMark);
+    return {ChildRun::Kind::Stuck,
+            at == std::string::npos ? "a step never returned" : log.substr(at),
+            started};
   }
   std::string detail =
       WIFSIGNALED(status)
           ? "killed by signal " + std::to_string(WTERMSIG(status)) + " (" +
                 strsignal(WTERMSIG(status)) + ")"
           : "exited with status " + std::to_string(WEXITSTATUS(status));
-  std::istringstream lines(readText(runner.log));
+  std::istringstream lines(log);
   for (std::string line; std::getline(lines, line);)
     if (line.rfind("SUMMARY: ", 0) == 0)
       detail += "; " + line;
-  return {ChildRun::Kind::Crashed, detail};
+  return {ChildRun::Kind::Crashed, detail, started};
 }
 
 FirstChildRuns runUntilItFails(const ChildRunner &runner,
@@ -151,22 +159,51 @@ FirstChildRuns runUntilItFails(const ChildRunner &runner,
                                unsigned stuckAfterMs) {
   FirstChildRuns out;
   bool timing = timingDependent(scenario);
-  out.runs = timing ? TimingReplayRuns : 1;
-  out.last = runScenarioInChild(runner, file, stuckAfterMs, out.runs);
+  out.last =
+      runScenarioInChild(runner, file, stuckAfterMs, timing ? SearchRuns : 1);
+  out.runs = int(out.last.runs);
   if (!timing && out.last.kind == ChildRun::Kind::Passed) {
-    out.last = runScenarioInChild(runner, file, stuckAfterMs, TimingReplayRuns);
-    out.runs += TimingReplayRuns;
+    out.last = runScenarioInChild(runner, file, stuckAfterMs, SearchRuns);
+    out.runs += int(out.last.runs);
     out.flaky = out.last.kind != ChildRun::Kind::Passed &&
                 out.last.kind != ChildRun::Kind::NotRun;
   }
   return out;
 }
 
+unsigned FirstChildRuns::candidateRuns(const Scenario &candidate) const {
+  if (!flaky && !timingDependent(candidate))
+    return 1;
+  return std::clamp(3 * last.runs, unsigned(TimingShrinkRuns),
+                    MaxCandidateRuns);
+}
+
+unsigned replayRuns(const ChildRunner &runner, const std::string &file,
+                    const Scenario &minimal, bool flaky,
+                    unsigned stuckAfterMs) {
+  if (!flaky && !timingDependent(minimal))
+    return 1;
+  {
+    std::ofstream out(file, std::ios::binary | std::ios::trunc);
+    out << printScenario(minimal);
+  }
+  ChildRun search = runScenarioInChild(runner, file, stuckAfterMs, SearchRuns);
+  std::error_code ignored;
+  std::filesystem::remove(file, ignored);
+  unsigned needed = search.kind == ChildRun::Kind::Passed ||
+                            search.kind == ChildRun::Kind::NotRun
+                        ? 0
+                        : search.runs;
+  return std::clamp(10 * needed, unsigned(TimingReplayRuns), MaxReplayRuns);
+}
+
 ShrinkResult shrinkInChildren(const Scenario &scenario,
-                              const ChildRunner &runner, const ChildRun &first,
+                              const ChildRunner &runner,
+                              const FirstChildRuns &firstRuns,
                               const std::string &candidateFile,
-                              const ShrinkOptions &limits, std::string &failure,
-                              bool flaky) {
+                              const ShrinkOptions &limits,
+                              std::string &failure) {
+  const ChildRun &first = firstRuns.last;
   bool stuck = first.kind == ChildRun::Kind::Stuck;
   failure = first.detail;
   ShrinkResult shrunk = shrinkScenario(
@@ -177,9 +214,9 @@ ShrinkResult shrinkInChildren(const Scenario &scenario,
           std::ofstream out(candidateFile, std::ios::binary | std::ios::trunc);
           out << printScenario(s);
         }
-        ChildRun c = runScenarioInChild(
-            runner, candidateFile, stuck ? CandidateStuckAfterMs : 0,
-            flaky || timingDependent(s) ? TimingShrinkRuns : 1);
+        ChildRun c = runScenarioInChild(runner, candidateFile,
+                                        stuck ? CandidateStuckAfterMs : 0,
+                                        firstRuns.candidateRuns(s));
         if (stuck ? c.kind != ChildRun::Kind::Stuck
                   : c.kind != ChildRun::Kind::Crashed &&
                         c.kind != ChildRun::Kind::Hung)

@@ -254,9 +254,16 @@ int shrinkAbortedCase(const ProgramSettings &settings, const std::string &file,
     return 1;
   }
   std::string failure;
-  ShrinkResult shrunk =
-      shrinkInChildren(scenario, children, first, file + ".candidate", {},
-                       failure, firstRuns.flaky);
+  // A failure that comes once in hundreds of runs makes every candidate
+  // that passes cost as many: such a shrink gets more time.
+  ShrinkOptions limits;
+  if (firstRuns.candidateRuns(scenario) > unsigned(TimingShrinkRuns))
+    limits.maxSeconds = 120;
+  ShrinkResult shrunk = shrinkInChildren(scenario, children, firstRuns,
+                                         file + ".candidate", limits, failure);
+  unsigned repeat = replayRuns(
+      children, file + ".candidate", shrunk.scenario, firstRuns.flaky,
+      first.kind == ChildRun::Kind::Stuck ? CandidateStuckAfterMs : 0);
   std::filesystem::remove(children.log, ignored);
   std::string stem = file.size() > 4 && file.ends_with(".scn")
                          ? file.substr(0, file.size() - 4)
@@ -265,7 +272,8 @@ int shrinkAbortedCase(const ProgramSettings &settings, const std::string &file,
   std::string replay =
       settings.replayProgram + pluginOptions(plugins) + " " + out +
       " --backend " + children.backend +
-      (children.against.empty() ? "" : " --against " + children.against);
+      (children.against.empty() ? "" : " --against " + children.against) +
+      (repeat > 1 ? " --repeat " + std::to_string(repeat) : "");
   std::string minimal = printScenario(shrunk.scenario);
   if (!writeFile(program, out,
                  "# " + file + " (" + std::to_string(scenario.commands.size()) +

@@ -19,6 +19,9 @@
 #  MODE flaky:      as intermittent, for an input with no command issued
 #                   with '&' whose first run passes: the replay command
 #                   asks for 100 runs all the same.
+#  MODE rare-crash: as crash, for a crash that one run in 300 shows: the
+#                   replay command asks for at least 3,000 runs, in which
+#                   the scenario crashes BACKEND.
 set -uo pipefail
 converter=$1 replay=$2 backend=$3 mode=$4 input=$5 work=$6
 rm -rf "$work" && mkdir -p "$work"
@@ -70,11 +73,19 @@ elif [[ $mode == stuck ]]; then
 else
   grep -q "^# the backend crashed: killed by signal 6" "$scn" ||
     fail "no crash in the header"
-  "$replay" --run-scenario "$scn" --backend "$backend" > /dev/null 2>&1
+  repeat=()
+  if [[ $mode == rare-crash ]]; then
+    runs=$(grep -m1 -oE '^# replay: .* --repeat [0-9]+$' "$scn" | grep -oE '[0-9]+$')
+    (( ${runs:-0} >= 3000 )) ||
+      fail "the replay command asks for ${runs:-no} repeats, fewer than 3000"
+    repeat=(--repeat "$runs")
+  fi
+  "$replay" --run-scenario "$scn" --backend "$backend" "${repeat[@]}" \
+    > /dev/null 2>&1
   status=$?
   [[ $status -ne 0 && $status -ne 3 && $status -ne 4 ]] ||
     fail "the scenario does not crash $backend (exit $status)"
-  "$replay" --run-scenario "$scn" --backend fake ||
+  "$replay" --run-scenario "$scn" --backend fake "${repeat[@]}" ||
     fail "the scenario fails on fake"
   commands=$(grep -cv -e '^#' -e '^device' -e '^$' "$scn")
   (( commands <= 3 )) || fail "not shrunk: $commands commands"

@@ -276,17 +276,23 @@ int main(int argc, char **argv) {
     // it ends the way the scenario does (a stuck one within a short wait).
     ShrinkOptions limits;
     limits.maxSeconds = shrinkSeconds;
-    shrunk = shrinkInChildren(minimal, children, first, file + ".candidate",
-                              limits, failure, flaky);
+    shrunk = shrinkInChildren(minimal, children, firstRuns, file + ".candidate",
+                              limits, failure);
     minimal = shrunk.scenario;
   }
+  // A crash or a hang that comes once in many runs gets a replay that
+  // repeats the scenario as often as it took to show.
+  unsigned repeat =
+      crashed ? replayRuns(children, file + ".candidate", minimal, flaky,
+                           stuck ? CandidateStuckAfterMs : 0)
+      : flaky || timingDependent(minimal) ? unsigned(TimingReplayRuns)
+                                          : 1;
   fs::remove(children.log);
 
-  std::string replay = "drt-replay" + pluginOptions(*loaded) + " " + file +
-                       " --backend " + setup.backend + againstOption +
-                       (flaky || timingDependent(minimal)
-                            ? " --repeat " + std::to_string(TimingReplayRuns)
-                            : "");
+  std::string replay =
+      "drt-replay" + pluginOptions(*loaded) + " " + file + " --backend " +
+      setup.backend + againstOption +
+      (repeat > 1 ? " --repeat " + std::to_string(repeat) : "");
   std::string header = "# regression from " + origin + ", shrunk from " +
                        std::to_string(in.scenario.commands.size()) + " to " +
                        std::to_string(minimal.commands.size()) + " commands\n" +

@@ -44,6 +44,9 @@ struct ChildRun {
   /// line when there is one; for a stuck step: the runner's report; for a
   /// run that did not start: why.
   std::string detail;
+  /// Runs the child started: of one that did not pass, the number of the
+  /// run that failed (what a failure that comes once in many runs costs).
+  unsigned runs = 0;
 };
 
 /// Where and how children run.
@@ -75,16 +78,45 @@ struct FirstChildRuns {
   bool flaky = false;
   /// Runs made in all.
   int runs = 0;
+
+  /// The runs a candidate of a shrink gets before it counts as passing:
+  /// one unless \p candidate is timingDependent or the scenario was
+  /// flaky; then TimingShrinkRuns, or three times the runs the
+  /// last child needed to fail where that is more (at most
+  /// MaxCandidateRuns), so that a failure that comes once in hundreds of
+  /// runs is not taken for a pass in every candidate.
+  unsigned candidateRuns(const Scenario &candidate) const;
 };
 
+/// Most runs a child is asked for while it looks for a failure; it stops
+/// after 20 s whatever it was asked.
+inline constexpr unsigned SearchRuns = 100000;
+
+/// Most runs a shrink candidate gets (FirstChildRuns::candidateRuns).
+inline constexpr unsigned MaxCandidateRuns = 2000;
+
+/// Most runs a replay command asks for (replayRuns): a scenario that passes
+/// them all, on the reference backend, should take seconds, not minutes.
+inline constexpr unsigned MaxReplayRuns = 10000;
+
 /// Runs \p scenario, written in \p file, in child processes until a run
-/// does not pass: TimingReplayRuns times when it is timingDependent, else
-/// once and, when that run passes, TimingReplayRuns times more (\p
-/// stuckAfterMs as for runScenarioInChild).
+/// does not pass: for up to 20 s (SearchRuns) when it is timingDependent,
+/// else once and, when that run passes, for up to 20 s more (\p
+/// stuckAfterMs as for runScenarioInChild). A failure of some interleavings
+/// only may come once in a thousand runs; a scenario that passes them all
+/// costs those seconds, once.
 FirstChildRuns runUntilItFails(const ChildRunner &runner,
                                const std::string &file,
                                const Scenario &scenario,
                                unsigned stuckAfterMs = 0);
+
+/// The `--repeat` a replay of \p minimal needs, from a search in child
+/// processes (written to \p file): TimingReplayRuns, or ten times the runs
+/// the search needed to fail where that is more (at most MaxReplayRuns), so
+/// that the replay command fails nearly every time it is run; 1 when \p
+/// minimal is not timingDependent and \p flaky is false.
+unsigned replayRuns(const ChildRunner &runner, const std::string &file,
+                    const Scenario &minimal, bool flaky, unsigned stuckAfterMs);
 
 /// How long a shrink candidate of a stuck scenario may go without progress
 /// before it counts as stuck too: a step that never returns shows within
@@ -92,19 +124,17 @@ FirstChildRuns runUntilItFails(const ChildRunner &runner,
 /// to tell such a step from a slow one.
 inline constexpr unsigned CandidateStuckAfterMs = 2000;
 
-/// Shrinks \p scenario, whose run in a child ended as \p first (Crashed,
-/// Hung or Stuck), with every candidate written to \p candidateFile and run
-/// in a child process of its own (TimingShrinkRuns times when it is
-/// timingDependent, or every candidate when \p flaky: the scenario failed
-/// only on a later run): a candidate fails when it ends the same
-/// way (a crash or a hang for a crash, a stuck step within
+/// Shrinks \p scenario, whose runs in children ended as \p first (its last
+/// Crashed, Hung or Stuck), with every candidate written to \p
+/// candidateFile and run in a child process of its own
+/// (FirstChildRuns::candidateRuns times): a candidate fails when it ends
+/// the same way (a crash or a hang for a crash, a stuck step within
 /// CandidateStuckAfterMs for a stuck one). \p failure is set to the detail
 /// of the last failing candidate. The candidate file is removed after.
-ShrinkResult shrinkInChildren(const Scenario &scenario,
-                              const ChildRunner &runner, const ChildRun &first,
-                              const std::string &candidateFile,
-                              const ShrinkOptions &limits, std::string &failure,
-                              bool flaky = false);
+ShrinkResult
+shrinkInChildren(const Scenario &scenario, const ChildRunner &runner,
+                 const FirstChildRuns &first, const std::string &candidateFile,
+                 const ShrinkOptions &limits, std::string &failure);
 
 } // namespace drt::conformance
 
