@@ -35,10 +35,6 @@ constexpr std::string_view StuckMark = "stuck at ";
 /// What the child writes, with the run's number, before each run.
 constexpr std::string_view RunMark = "drt-child-run ";
 
-/// Most seconds a child repeats a scenario that keeps passing (a third of
-/// ChildRunner's default timeout).
-constexpr int RepeatSeconds = 20;
-
 std::string readText(const std::string &path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream text;
@@ -66,12 +62,12 @@ int runScenarioAsChild(const std::string &file, const std::string &backend,
     if (!step.signal)
       std::_Exit(StuckStatus);
   };
-  // Repeats stop after RepeatSeconds, so that a slow scenario that passes
-  // every run ends well before the parent would count it hung.
+  // Repeats stop after SearchSeconds (a third of ChildRunner's default
+  // timeout), so that a slow scenario that passes every run ends well
+  // before the parent would count it hung.
   auto started = std::chrono::steady_clock::now();
   for (unsigned run = 0; run < std::max(runs, 1u); ++run) {
-    if (run > 0 && std::chrono::steady_clock::now() - started >
-                       std::chrono::seconds(RepeatSeconds))
+    if (run > 0 && std::chrono::steady_clock::now() - started > SearchSeconds)
       break;
     std::cout << RunMark << run + 1 << std::endl;
     RunResult r = runScenario(std::get<Scenario>(parsed), options);
@@ -174,8 +170,7 @@ FirstChildRuns runUntilItFails(const ChildRunner &runner,
 unsigned FirstChildRuns::candidateRuns(const Scenario &candidate) const {
   if (!flaky && !timingDependent(candidate))
     return 1;
-  return std::clamp(3 * last.runs, unsigned(TimingShrinkRuns),
-                    MaxCandidateRuns);
+  return candidateRunsFor(last.runs);
 }
 
 unsigned replayRuns(const ChildRunner &runner, const std::string &file,
@@ -190,11 +185,9 @@ unsigned replayRuns(const ChildRunner &runner, const std::string &file,
   ChildRun search = runScenarioInChild(runner, file, stuckAfterMs, SearchRuns);
   std::error_code ignored;
   std::filesystem::remove(file, ignored);
-  unsigned needed = search.kind == ChildRun::Kind::Passed ||
-                            search.kind == ChildRun::Kind::NotRun
-                        ? 0
-                        : search.runs;
-  return std::clamp(10 * needed, unsigned(TimingReplayRuns), MaxReplayRuns);
+  bool failed = search.kind != ChildRun::Kind::Passed &&
+                search.kind != ChildRun::Kind::NotRun;
+  return replayRunsFor(failed ? search.runs : 0);
 }
 
 ShrinkResult shrinkInChildren(const Scenario &scenario,

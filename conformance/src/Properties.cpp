@@ -927,12 +927,27 @@ void finishFailure(Row &row, const PropertyFamily &family,
   bool flaky =
       !timingDependent(*row.failing) &&
       runScenario(configure(normalize(*row.failing)), candidateRun).passed();
-  ShrinkResult shrunk =
-      shrinkScenario(*row.failing, normalize, [&](const Scenario &s) {
+  // How many runs the failure takes to come again, when it depends on an
+  // interleaving: candidates get three times as many, the replay command
+  // ten times as many, so that one that comes once in hundreds of runs is
+  // neither shrunk away nor replayed as a pass.
+  auto runsToFail = [&](const Scenario &s) {
+    return runsUntilItFails(
+        [&] { return !runScenario(configure(s), candidateRun).passed(); });
+  };
+  bool timing = flaky || timingDependent(*row.failing);
+  unsigned candidateRuns =
+      timing ? candidateRunsFor(runsToFail(normalize(*row.failing))) : 1;
+  ShrinkOptions limits;
+  if (candidateRuns > unsigned(TimingShrinkRuns))
+    limits.maxSeconds = 120;
+  ShrinkResult shrunk = shrinkScenario(
+      *row.failing, normalize,
+      [&](const Scenario &s) {
         // An interleaving that fails may not come again: a candidate whose
         // outcome may hang on timing gets several runs.
-        int runs = flaky || timingDependent(s) ? TimingShrinkRuns : 1;
-        for (int i = 0; i < runs; ++i) {
+        unsigned runs = flaky || timingDependent(s) ? candidateRuns : 1;
+        for (unsigned i = 0; i < runs; ++i) {
           RunResult r = runScenario(configure(s), candidateRun);
           if (r.passed())
             continue;
@@ -945,7 +960,8 @@ void finishFailure(Row &row, const PropertyFamily &family,
           return true;
         }
         return false;
-      });
+      },
+      limits);
   result.shrinksTried = int(shrunk.attempts);
   result.shrinksAccepted = int(shrunk.accepted);
   const Scenario &minimal = shrunk.scenario;
@@ -954,11 +970,13 @@ void finishFailure(Row &row, const PropertyFamily &family,
   result.minimalScenario = printScenario(minimal);
   result.minimalLength = minimal.commands.size();
   result.scenarioFile = scenarioFileName(family, options, result, "");
-  result.replayCommand = replayCommand(result.scenarioFile, options, run,
-                                       parameterOptions(result.parameters)) +
-                         (flaky || timingDependent(minimal)
-                              ? " --repeat " + std::to_string(TimingReplayRuns)
-                              : "");
+  unsigned replayRuns = flaky || timingDependent(minimal)
+                            ? replayRunsFor(runsToFail(minimal))
+                            : 1;
+  result.replayCommand =
+      replayCommand(result.scenarioFile, options, run,
+                    parameterOptions(result.parameters)) +
+      (replayRuns > 1 ? " --repeat " + std::to_string(replayRuns) : "");
   std::ofstream out(result.scenarioFile);
   out << "# minimal failing scenario of property '" << family.name
       << "' on backend '" << options.backend << "' in configuration "

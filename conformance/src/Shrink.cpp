@@ -342,6 +342,26 @@ std::vector<std::vector<DeviceSpec>> simplerDevices(const Scenario &s) {
 
 } // namespace
 
+unsigned runsUntilItFails(const std::function<bool()> &fails) {
+  auto until = std::chrono::steady_clock::now() + SearchSeconds;
+  for (unsigned run = 1; run <= SearchRuns; ++run) {
+    if (fails())
+      return run;
+    if (std::chrono::steady_clock::now() > until)
+      break;
+  }
+  return 0;
+}
+
+unsigned candidateRunsFor(unsigned runsToFail) {
+  return std::clamp(3 * runsToFail, unsigned(TimingShrinkRuns),
+                    MaxCandidateRuns);
+}
+
+unsigned replayRunsFor(unsigned runsToFail) {
+  return std::clamp(10 * runsToFail, unsigned(TimingReplayRuns), MaxReplayRuns);
+}
+
 bool timingDependent(const Scenario &s) {
   return std::any_of(s.commands.begin(), s.commands.end(),
                      [](const Command &c) { return c.noWait || c.branch; });

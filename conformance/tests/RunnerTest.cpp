@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
@@ -819,6 +820,68 @@ view b2 b [4]
   ASSERT_TRUE(r.divergence) << r.setupError;
   EXPECT_EQ(r.divergence->what, "linearizability of the parallel branches");
   EXPECT_NE(r.divergence->observed.find("to-device a1 d0 => ok"),
+            std::string::npos)
+      << r.divergence->toString();
+}
+
+/// A device whose runs take 300 ms before they compute, holding the memory
+/// the framework allocated for them, and whose allocations of 8 KiB (the
+/// upload beside the run) wait 50 ms first: that upload always meets the
+/// run under way. With \p RefusesBesideARun, it refuses them with
+/// OutOfMemory while a run is under way, whatever its budget allows.
+template <bool RefusesBesideARun>
+class RunHoldsItsMemory final : public fake::FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+  ~RunHoldsItsMemory() override { shutdown(); }
+
+protected:
+  Expected<DeviceLocation> allocate(uint64_t bytes) override {
+    if (bytes == 8192) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      if (RefusesBesideARun && running_)
+        return makeError(ErrorCode::OutOfMemory,
+                         "allocate: refused while a run is under way");
+    }
+    return FakeDevice::allocate(bytes);
+  }
+  void execute(const Function &function, std::vector<RunArgument> arguments,
+               CompletionCallback done) override {
+    running_ = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    running_ = false;
+    FakeDevice::execute(function, std::move(arguments), std::move(done));
+  }
+
+private:
+  std::atomic<bool> running_{false};
+};
+
+TEST(Runner, AnUploadRefusedForTheMemoryARunHoldsBesideItIsExplained) {
+  // The run holds its input copy and its output (8 KiB) while it runs; the
+  // upload of 8 KiB beside it does not fit 13 KiB then, though it does
+  // after the run (which leaves its 4 KiB output), and the run does not
+  // fit after it: no order of the two explains "both ok but the upload
+  // refused", except that a run holds memory while it runs (semantics §5).
+  const std::string blockOn = R"(add-network n d0 f32 [1024] o=copy(x)
+create x f32 [1024] fill=1
+create o f32 [1024]
+create u f32 [2048] fill=2
+|1 run n x=x o=o
+|2 to-device u d0
+)";
+  RunResult r = run("device d0 budget=13312\n" + blockOn,
+                    testBackend<RunHoldsItsMemory<false>>("test:run-holds"));
+  EXPECT_TRUE(r.passed()) << (r.divergence ? r.divergence->toString()
+                                           : r.setupError);
+  EXPECT_EQ(r.labels["linearized"], 1);
+  // Where the budget fits both at once, the run's memory cannot be what
+  // was missing: a refusal beside it is a divergence.
+  r = run("device d0 budget=65536\n" + blockOn,
+          testBackend<RunHoldsItsMemory<true>>("test:refuses-beside-a-run"));
+  ASSERT_TRUE(r.divergence) << r.setupError;
+  EXPECT_EQ(r.divergence->what, "linearizability of the parallel branches");
+  EXPECT_NE(r.divergence->observed.find("to-device u d0 => error OutOfMemory"),
             std::string::npos)
       << r.divergence->toString();
 }

@@ -30,8 +30,10 @@ TEST(SelfTestRegistry, EveryMutantBackendHasASelftest) {
   for (std::string name; std::getline(names, name, ',');)
     listed.insert("mutant:" + name);
   std::set<std::string> registered;
+  // Other tests of this program register test backends of their own (not
+  // mutants) when they run: only the mutants count.
   for (const BackendInfo &b : BackendRegistry::instance().list())
-    if (b.testOnly)
+    if (b.testOnly && b.name.rfind("mutant:", 0) == 0)
       registered.insert(b.name);
   for (const std::string &name : registered)
     EXPECT_TRUE(listed.count(name))

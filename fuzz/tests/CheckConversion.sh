@@ -22,6 +22,11 @@
 #  MODE rare-crash: as crash, for a crash that one run in 300 shows: the
 #                   replay command asks for at least 3,000 runs, in which
 #                   the scenario crashes BACKEND.
+#  MODE rare-divergence: as intermittent, for a divergence that one run in
+#                   300 shows: the replay command asks for at least 1,000
+#                   runs (ten times what the search in process took, which
+#                   counts devices from where the shrink left off), in which
+#                   the scenario fails on BACKEND, and it was shrunk.
 set -uo pipefail
 converter=$1 replay=$2 backend=$3 mode=$4 input=$5 work=$6
 rm -rf "$work" && mkdir -p "$work"
@@ -60,6 +65,20 @@ elif [[ $mode == intermittent || $mode == flaky ]]; then
     grep -q "^# replay: .* --repeat 100$" "$scn" ||
       fail "a timing-dependent scenario's replay does not ask for 100 runs"
   fi
+elif [[ $mode == rare-divergence ]]; then
+  grep -q "^# step [0-9]*: " "$scn" || fail "no divergence in the header"
+  runs=$(grep -m1 -oE '^# replay: .* --repeat [0-9]+$' "$scn" | grep -oE '[0-9]+$')
+  (( ${runs:-0} >= 1000 )) ||
+    fail "the replay command asks for ${runs:-no} repeats, fewer than 1000"
+  "$replay" --run-scenario "$scn" --backend "$backend" --repeat "$runs" \
+    > /dev/null 2>&1
+  status=$?
+  [[ $status -eq 3 ]] ||
+    fail "the scenario does not fail on $backend in $runs runs (exit $status)"
+  "$replay" --run-scenario "$scn" --backend fake --repeat "$runs" ||
+    fail "the scenario fails on fake"
+  commands=$(grep -cv -e '^#' -e '^device' -e '^$' "$scn")
+  (( commands <= 3 )) || fail "not shrunk: $commands commands"
 elif [[ $mode == stuck ]]; then
   grep -q "^# stuck at step [0-9]*: " "$scn" || fail "no stuck step in the header"
   "$replay" --run-scenario "$scn" --backend "$backend" --stuck-after-ms 2000 \

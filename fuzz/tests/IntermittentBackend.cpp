@@ -6,6 +6,8 @@
 // a few shows: linked only into drt-fuzz-to-scenario-check, so that the test
 // of drt-fuzz-to-scenario can see a finding that passes its first run
 // converted all the same (timingDependent scenarios get several runs).
+// "fuzz-test:corrupts-every-300th-device" does so on every 300th device:
+// a race that one interleaving in hundreds shows.
 //
 //===----------------------------------------------------------------------===//
 #include "drt/BackendRegistry.h"
@@ -20,11 +22,13 @@ using drt::fake::FakeDevice;
 /// Devices created so far in this process.
 std::atomic<unsigned> devicesCreated{0};
 
-class CorruptsEveryThirdDevice final : public FakeDevice {
+/// Flips the first byte of each read-back on every \p Period th device.
+template <unsigned Period>
+class CorruptsEveryNthDevice final : public FakeDevice {
 public:
-  explicit CorruptsEveryThirdDevice(const drt::DeviceConfig &config)
-      : FakeDevice(config), corrupts_(++devicesCreated % 3 == 0) {}
-  ~CorruptsEveryThirdDevice() override { shutdown(); }
+  explicit CorruptsEveryNthDevice(const drt::DeviceConfig &config)
+      : FakeDevice(config), corrupts_(++devicesCreated % Period == 0) {}
+  ~CorruptsEveryNthDevice() override { shutdown(); }
 
 protected:
   void copyFromDevice(drt::DeviceLocation src, std::byte *dst, uint64_t bytes,
@@ -49,7 +53,17 @@ DRT_REGISTER_BACKEND((drt::BackendInfo{
     "each read-back",
     drt::fake::fakeCapabilities(/*async=*/false, /*resident=*/true),
     [](const drt::DeviceConfig &config) -> std::unique_ptr<drt::DeviceManager> {
-      return std::make_unique<CorruptsEveryThirdDevice>(config);
+      return std::make_unique<CorruptsEveryNthDevice<3>>(config);
+    },
+    /*testOnly=*/true}));
+
+DRT_REGISTER_BACKEND((drt::BackendInfo{
+    "fuzz-test:corrupts-every-300th-device",
+    "the fake device; every 300th device created flips the first byte of "
+    "each read-back",
+    drt::fake::fakeCapabilities(/*async=*/false, /*resident=*/true),
+    [](const drt::DeviceConfig &config) -> std::unique_ptr<drt::DeviceManager> {
+      return std::make_unique<CorruptsEveryNthDevice<300>>(config);
     },
     /*testOnly=*/true}));
 

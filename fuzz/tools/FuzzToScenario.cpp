@@ -237,9 +237,11 @@ int main(int argc, char **argv) {
     RunOptions options;
     options.backend = setup.backend;
     options.against = setup.against;
-    RunResult r = runScenario(minimal, options);
-    for (int run = 1; timing && !r.divergence && run < TimingReplayRuns; ++run)
+    RunResult r;
+    unsigned runsToFail = runsUntilItFails([&] {
       r = runScenario(minimal, options);
+      return r.divergence || !timing;
+    });
     if (!r.divergence) {
       std::cerr << "drt-fuzz-to-scenario: the scenario diverged in a child "
                    "process but not here (a flaky backend?)\n";
@@ -258,8 +260,9 @@ int main(int argc, char **argv) {
           [&](const Scenario &s) {
             // An interleaving that fails may not come again: a candidate
             // whose outcome may hang on timing gets several runs.
-            int runs = flaky || timingDependent(s) ? TimingShrinkRuns : 1;
-            for (int run = 0; run < runs; ++run) {
+            unsigned runs =
+                flaky || timingDependent(s) ? candidateRunsFor(runsToFail) : 1;
+            for (unsigned run = 0; run < runs; ++run) {
               RunResult c = runScenario(s, options);
               if (!c.divergence)
                 continue;
@@ -280,13 +283,19 @@ int main(int argc, char **argv) {
                               limits, failure);
     minimal = shrunk.scenario;
   }
-  // A crash or a hang that comes once in many runs gets a replay that
-  // repeats the scenario as often as it took to show.
-  unsigned repeat =
-      crashed ? replayRuns(children, file + ".candidate", minimal, flaky,
-                           stuck ? CandidateStuckAfterMs : 0)
-      : flaky || timingDependent(minimal) ? unsigned(TimingReplayRuns)
-                                          : 1;
+  // A failure that comes once in many runs gets a replay that repeats the
+  // scenario ten times as often as it took to show (replayRunsFor).
+  unsigned repeat = 1;
+  if (crashed) {
+    repeat = replayRuns(children, file + ".candidate", minimal, flaky,
+                        stuck ? CandidateStuckAfterMs : 0);
+  } else if (flaky || timingDependent(minimal)) {
+    RunOptions options;
+    options.backend = setup.backend;
+    options.against = setup.against;
+    repeat = replayRunsFor(runsUntilItFails(
+        [&] { return bool(runScenario(minimal, options).divergence); }));
+  }
   fs::remove(children.log);
 
   std::string replay =

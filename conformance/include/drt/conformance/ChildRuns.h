@@ -81,40 +81,23 @@ struct FirstChildRuns {
 
   /// The runs a candidate of a shrink gets before it counts as passing:
   /// one unless \p candidate is timingDependent or the scenario was
-  /// flaky; then TimingShrinkRuns, or three times the runs the
-  /// last child needed to fail where that is more (at most
-  /// MaxCandidateRuns), so that a failure that comes once in hundreds of
-  /// runs is not taken for a pass in every candidate.
+  /// flaky; then candidateRunsFor the runs the last child needed to fail.
   unsigned candidateRuns(const Scenario &candidate) const;
 };
 
-/// Most runs a child is asked for while it looks for a failure; it stops
-/// after 20 s whatever it was asked.
-inline constexpr unsigned SearchRuns = 100000;
-
-/// Most runs a shrink candidate gets (FirstChildRuns::candidateRuns).
-inline constexpr unsigned MaxCandidateRuns = 2000;
-
-/// Most runs a replay command asks for (replayRuns): a scenario that passes
-/// them all, on the reference backend, should take seconds, not minutes.
-inline constexpr unsigned MaxReplayRuns = 10000;
-
 /// Runs \p scenario, written in \p file, in child processes until a run
-/// does not pass: for up to 20 s (SearchRuns) when it is timingDependent,
-/// else once and, when that run passes, for up to 20 s more (\p
-/// stuckAfterMs as for runScenarioInChild). A failure of some interleavings
-/// only may come once in a thousand runs; a scenario that passes them all
-/// costs those seconds, once.
+/// does not pass: SearchRuns times (for up to SearchSeconds) when it is
+/// timingDependent, else once and, when that run passes, as often again
+/// (\p stuckAfterMs as for runScenarioInChild).
 FirstChildRuns runUntilItFails(const ChildRunner &runner,
                                const std::string &file,
                                const Scenario &scenario,
                                unsigned stuckAfterMs = 0);
 
-/// The `--repeat` a replay of \p minimal needs, from a search in child
-/// processes (written to \p file): TimingReplayRuns, or ten times the runs
-/// the search needed to fail where that is more (at most MaxReplayRuns), so
-/// that the replay command fails nearly every time it is run; 1 when \p
-/// minimal is not timingDependent and \p flaky is false.
+/// The `--repeat` a replay of \p minimal needs: replayRunsFor the runs a
+/// search in child processes (\p minimal written to \p file) needed to
+/// fail; 1 when \p minimal is not timingDependent and \p flaky is
+/// false.
 unsigned replayRuns(const ChildRunner &runner, const std::string &file,
                     const Scenario &minimal, bool flaky, unsigned stuckAfterMs);
 

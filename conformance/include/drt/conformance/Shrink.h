@@ -16,6 +16,7 @@
 
 #include "drt/conformance/Scenario.h"
 
+#include <chrono>
 #include <cstddef>
 #include <functional>
 
@@ -49,8 +50,40 @@ bool timingDependent(const Scenario &s);
 inline constexpr int TimingShrinkRuns = 25;
 
 /// Runs a timing-dependent scenario gets before a tool judges that it
-/// passes (and the `--repeat` its replay command asks for).
+/// passes (and the least `--repeat` its replay command asks for).
 inline constexpr int TimingReplayRuns = 100;
+
+/// Most runs, and most time, a search for a failure that depends on an
+/// interleaving spends before it counts the scenario as passing: such a
+/// failure may come once in a thousand runs, and only a failing case is
+/// searched, once.
+inline constexpr unsigned SearchRuns = 100000;
+inline constexpr std::chrono::seconds SearchSeconds{20};
+
+/// Most runs a shrink candidate gets (candidateRunsFor).
+inline constexpr unsigned MaxCandidateRuns = 2000;
+
+/// Most runs a replay command asks for (replayRunsFor): a scenario that
+/// passes them all, on the reference backend, should take seconds.
+inline constexpr unsigned MaxReplayRuns = 10000;
+
+/// Calls \p fails (one run of a scenario) until it returns true, at most
+/// SearchRuns times and, after the first, for at most SearchSeconds; returns
+/// the number of the call that returned true, or 0 when none did.
+unsigned runsUntilItFails(const std::function<bool()> &fails);
+
+/// The runs a timing-dependent shrink candidate gets when the failure took
+/// \p runsToFail runs to come (0: it did not come): three times as many,
+/// at least TimingShrinkRuns and at most MaxCandidateRuns, so that a
+/// failure that comes once in hundreds of runs is not taken for a pass in
+/// every candidate.
+unsigned candidateRunsFor(unsigned runsToFail);
+
+/// The `--repeat` a timing-dependent minimal scenario's replay command asks
+/// for when its failure took \p runsToFail runs to come: ten times as many,
+/// at least TimingReplayRuns and at most MaxReplayRuns, so that the replay
+/// fails nearly every time it is run.
+unsigned replayRunsFor(unsigned runsToFail);
 
 /// Shrinks \p failing, for which \p fails returns true. Every candidate is
 /// first made well formed by \p normalize (which drops commands naming
