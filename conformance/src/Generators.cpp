@@ -2199,13 +2199,9 @@ void ScenarioGenerator::addParallelBlock(
     size_t left = steps - s.commands.size() - (branches - b);
     size_t length =
         std::min(size_t(rng.between(1, profile_.branchLength)), left);
-    // The shutdown takes one of the branch's places: half the time the
-    // first, so that it meets the others' first operations as they enter
-    // the backend (the branches start together), else any, often after a
+    // The shutdown takes one of the branch's places, often after a
     // command of its own, so that the others' transfers are under way.
-    size_t shutdownAt = b != shutdownBranch ? length
-                        : rng.percent(50)   ? 0
-                                            : rng.below(length);
+    size_t shutdownAt = b == shutdownBranch ? rng.below(length) : length;
     // Half the time the fault is planned first: the branches start
     // together, so the operation it strikes is submitted while the others'
     // first operations are still in flight, their completions undelivered.
