@@ -25,7 +25,6 @@
 #include <cstring>
 #include <cxxabi.h>
 #include <deque>
-#include <latch>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -2567,12 +2566,18 @@ std::optional<Difference> runParallelBlock(
   std::vector<std::thread> threads;
   // The branches start together: a thread's creation takes longer than a
   // command on a fast device, and branches that start one after another
-  // seldom overlap.
-  std::latch start(ptrdiff_t(history.size()));
+  // seldom overlap. They spin until the last has arrived rather than sleep
+  // on a latch, whose wakeups reach the sleepers tens of microseconds after
+  // the last thread has started: on the fake device the branches of one
+  // block in four then never overlapped, against one in sixteen spinning.
+  std::atomic<size_t> arrived{0};
+  const size_t branches = history.size();
   for (auto &branch : history)
-    threads.emplace_back([&session, &clock, &branch, &start,
+    threads.emplace_back([&session, &clock, &branch, &arrived, branches,
                           watchdog = session.branchWatchdog()] {
-      start.arrive_and_wait();
+      arrived.fetch_add(1);
+      while (arrived.load() < branches)
+        std::this_thread::yield();
       for (BranchEvent &e : branch) {
         e.invoked = clock.fetch_add(1);
         session.executeInBranch(*e.command, e.observed, watchdog.get());
