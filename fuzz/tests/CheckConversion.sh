@@ -59,7 +59,7 @@ elif [[ $mode == intermittent || $mode == flaky ]]; then
   status=$?
   [[ $status -eq 3 ]] ||
     fail "the scenario does not fail on $backend in 100 runs (exit $status)"
-  "$replay" --run-scenario "$scn" --backend fake --repeat 100 ||
+  "$replay" --run-scenario "$scn" --backend fake --repeat 100 > /dev/null ||
     fail "the scenario fails on fake"
   if [[ $mode == flaky ]] || grep -q ' &$' "$scn"; then
     grep -q "^# replay: .* --repeat 100$" "$scn" ||
@@ -75,7 +75,7 @@ elif [[ $mode == rare-divergence ]]; then
   status=$?
   [[ $status -eq 3 ]] ||
     fail "the scenario does not fail on $backend in $runs runs (exit $status)"
-  "$replay" --run-scenario "$scn" --backend fake --repeat "$runs" ||
+  "$replay" --run-scenario "$scn" --backend fake --repeat "$runs" > /dev/null ||
     fail "the scenario fails on fake"
   commands=$(grep -cv -e '^#' -e '^device' -e '^$' "$scn")
   (( commands <= 3 )) || fail "not shrunk: $commands commands"
@@ -104,7 +104,7 @@ else
   status=$?
   [[ $status -ne 0 && $status -ne 3 && $status -ne 4 ]] ||
     fail "the scenario does not crash $backend (exit $status)"
-  "$replay" --run-scenario "$scn" --backend fake "${repeat[@]}" ||
+  "$replay" --run-scenario "$scn" --backend fake "${repeat[@]}" > /dev/null ||
     fail "the scenario fails on fake"
   commands=$(grep -cv -e '^#' -e '^device' -e '^$' "$scn")
   (( commands <= 3 )) || fail "not shrunk: $commands commands"
