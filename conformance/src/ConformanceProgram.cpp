@@ -254,13 +254,9 @@ int shrinkAbortedCase(const ProgramSettings &settings, const std::string &file,
     return 1;
   }
   std::string failure;
-  // A failure that comes once in hundreds of runs makes every candidate
-  // that passes cost as many: such a shrink gets more time.
-  ShrinkOptions limits;
-  if (firstRuns.candidateRuns(scenario) > unsigned(TimingShrinkRuns))
-    limits.maxSeconds = 120;
-  ShrinkResult shrunk = shrinkInChildren(scenario, children, firstRuns,
-                                         file + ".candidate", limits, failure);
+  ShrinkResult shrunk = shrinkInChildren(
+      scenario, children, firstRuns, file + ".candidate",
+      shrinkLimitsFor(firstRuns.candidateRuns(scenario)), failure);
   unsigned repeat = replayRuns(
       children, file + ".candidate", shrunk.scenario, firstRuns.flaky,
       first.kind == ChildRun::Kind::Stuck ? CandidateStuckAfterMs : 0);

@@ -938,9 +938,6 @@ void finishFailure(Row &row, const PropertyFamily &family,
   bool timing = flaky || timingDependent(*row.failing);
   unsigned candidateRuns =
       timing ? candidateRunsFor(runsToFail(normalize(*row.failing))) : 1;
-  ShrinkOptions limits;
-  if (candidateRuns > unsigned(TimingShrinkRuns))
-    limits.maxSeconds = 120;
   ShrinkResult shrunk = shrinkScenario(
       *row.failing, normalize,
       [&](const Scenario &s) {
@@ -961,7 +958,7 @@ void finishFailure(Row &row, const PropertyFamily &family,
         }
         return false;
       },
-      limits);
+      shrinkLimitsFor(candidateRuns));
   result.shrinksTried = int(shrunk.attempts);
   result.shrinksAccepted = int(shrunk.accepted);
   const Scenario &minimal = shrunk.scenario;

@@ -358,6 +358,13 @@ unsigned candidateRunsFor(unsigned runsToFail) {
                     MaxCandidateRuns);
 }
 
+ShrinkOptions shrinkLimitsFor(unsigned candidateRuns) {
+  ShrinkOptions limits;
+  if (candidateRuns > unsigned(TimingShrinkRuns))
+    limits.maxSeconds = 120;
+  return limits;
+}
+
 unsigned replayRunsFor(unsigned runsToFail) {
   return std::clamp(10 * runsToFail, unsigned(TimingReplayRuns), MaxReplayRuns);
 }

@@ -232,11 +232,11 @@ int main(int argc, char **argv) {
   Scenario minimal = in.scenario;
   std::string failure = first.detail;
   ShrinkResult shrunk;
+  RunOptions options;
+  options.backend = setup.backend;
+  options.against = setup.against;
   if (!crashed) {
     // A divergence: the runner in this process says what diverged.
-    RunOptions options;
-    options.backend = setup.backend;
-    options.against = setup.against;
     RunResult r;
     unsigned runsToFail = runsUntilItFails([&] {
       r = runScenario(minimal, options);
@@ -290,9 +290,6 @@ int main(int argc, char **argv) {
     repeat = replayRuns(children, file + ".candidate", minimal, flaky,
                         stuck ? CandidateStuckAfterMs : 0);
   } else if (flaky || timingDependent(minimal)) {
-    RunOptions options;
-    options.backend = setup.backend;
-    options.against = setup.against;
     repeat = replayRunsFor(runsUntilItFails(
         [&] { return bool(runScenario(minimal, options).divergence); }));
   }

@@ -79,6 +79,11 @@ unsigned runsUntilItFails(const std::function<bool()> &fails);
 /// every candidate.
 unsigned candidateRunsFor(unsigned runsToFail);
 
+/// The limits of a shrink whose candidates get \p candidateRuns runs each:
+/// the default, or 120 s instead of 30 when that is more than
+/// TimingShrinkRuns (every candidate that passes costs as many runs).
+ShrinkOptions shrinkLimitsFor(unsigned candidateRuns);
+
 /// The `--repeat` a timing-dependent minimal scenario's replay command asks
 /// for when its failure took \p runsToFail runs to come: ten times as many,
 /// at least TimingReplayRuns and at most MaxReplayRuns, so that the replay
