@@ -10,9 +10,11 @@
 # conformance/selftest/opencl-source-mutants/, fake-source-mutants/ and
 # framework-source-mutants/ (the framework's bugs that are not self-tests:
 # those are in framework-mutants/, relative to framework/). A patch that touches
-# backends/opencl runs on OpenCL (POCL) against the fake device; any other
-# runs on the fake device alone (RUN_ARGS, such as "--backend opencl
-# --against fake", chooses for every patch instead). The tree is
+# backends/opencl runs on OpenCL (POCL) against the fake device; one of the
+# example backend (host-heap-mutants/: bugs a developer of a new backend
+# makes) builds it as a plugin and runs on it; any other runs on the fake
+# device alone (RUN_ARGS, such as "--backend opencl --against fake", chooses
+# for every patch instead). The tree is
 # the committed HEAD, exported into a temporary folder (removed at the end;
 # KEEP=1 keeps it; WORK_DIR=DIR uses DIR instead and keeps its build); the
 # first mutant builds drt-conformance (some minutes on two cores), each
@@ -74,13 +76,32 @@ for patch in "${patches[@]}"; do
     patch -s -R -p1 -d "$src" < "$patch"
     continue
   fi
+  # The example backend is a plugin of its own, built here against the
+  # tree's framework as a backend developer builds theirs.
+  plugin=()
+  if grep -q '^+++ [^ ]*examples/out-of-tree-backend/' "$patch"; then
+    if ! nice c++ -std=c++20 -O2 -g -fPIC -shared \
+        -I"$src/framework/include" \
+        "$src/examples/out-of-tree-backend/HostHeapDevice.cpp" \
+        -o "$work/$name/host-heap.so" -L"$build/lib" -ldrt_framework \
+        -Wl,-rpath,"$build/lib" > "$work/$name/plugin.log" 2>&1; then
+      printf '| %s | - | the plugin does not build (%s) |\n' "$name" \
+        "$work/$name/plugin.log"
+      patch -s -R -p1 -d "$src" < "$patch"
+      continue
+    fi
+    plugin=(--plugin "$work/$name/host-heap.so")
+  fi
   if [[ -n ${RUN_ARGS:-} ]]; then
     read -r -a run <<< "$RUN_ARGS"
+  elif [[ ${#plugin[@]} -gt 0 ]]; then
+    run=(--backend host-heap)
   elif grep -q '^+++ [^ ]*backends/opencl/' "$patch"; then
     run=(--backend opencl --against fake)
   else
     run=(--backend fake)
   fi
+  run=("${plugin[@]}" "${run[@]}")
   killed=0
   firsts=()
   for seed in $(seq 1 "$seeds"); do

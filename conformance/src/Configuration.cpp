@@ -78,4 +78,24 @@ DeviceTraits probedDeviceTraits(const std::string &scenarioBackend,
   return traits;
 }
 
+std::string unsupportedConfiguration(const std::string &backend,
+                                     const ParameterMap &parameters) {
+  static std::mutex mutex;
+  static std::map<std::string, std::string> known;
+  std::string key = backend + "\n" + configurationName(parameters);
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = known.find(key); it != known.end())
+    return it->second;
+  DeviceConfig config;
+  config.name = "configuration-probe";
+  config.parameters = parameters;
+  std::string why;
+  if (auto device = BackendRegistry::instance().create(backend, config))
+    (*device)->shutdown();
+  else if (Error e = device.takeError(); e.code() == ErrorCode::NotSupported)
+    why = e.message();
+  known[key] = why;
+  return why;
+}
+
 } // namespace drt::conformance

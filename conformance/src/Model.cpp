@@ -8,6 +8,7 @@
 #include "drt/conformance/Model.h"
 
 #include "ElementArithmetic.h"
+#include "drt/conformance/ScenarioText.h"
 
 #include <algorithm>
 #include <atomic>
@@ -812,9 +813,14 @@ Outcome Model::run(const Command &c, Step &step) {
     step.labels.emplace_back("run-leaves-outputs-resident");
     return Outcome::ok();
   }
+  // An output that a lost device took with it (a DeviceLost fault on an
+  // earlier output's read-back shut the device down) is DeviceLost without
+  // a read-back of its own.
   Outcome first = Outcome::ok();
   for (const Output &o : outputs) {
-    Outcome e = fetchToHost(o.record, true, step);
+    Outcome e = records_.at(o.record).state == ResidencyState::Lost
+                    ? Outcome::error(ErrorCode::DeviceLost)
+                    : fetchToHost(o.record, true, step);
     if (first == Outcome::ok())
       first = e;
   }
@@ -884,6 +890,17 @@ Outcome Model::ensureOutputs(const Command &c, Step &step) {
 }
 
 ModelStep Model::apply(const Command &c) {
+  try {
+    return applyStep(c);
+  } catch (const ModelFailure &) {
+    throw;
+  } catch (const std::exception &e) {
+    throw ModelFailure("drt's reference model failed on '" + printCommand(c) +
+                       "': " + e.what());
+  }
+}
+
+ModelStep Model::applyStep(const Command &c) {
   Step step;
   // A step has a few labels: one allocation for them, not one per growth.
   step.labels.reserve(6);

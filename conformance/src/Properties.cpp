@@ -691,6 +691,9 @@ struct Row {
   /// The next case's number (a shard runs every shardCount-th one).
   uint64_t index = 0;
   std::optional<Scenario> failing;
+  /// The suite itself failed on a case it generated (ModelFailure): the
+  /// row is failed with the reason, and runs no more cases.
+  bool broken = false;
   std::string failure;
   uint64_t failingSeed = 0;
   /// The paths the row's devices reported as shared between threads
@@ -865,13 +868,27 @@ void runCases(Row &row, const PropertyFamily &family,
   caseRun.reportAborted = [&](const AbortedStep &stuck) {
     reportAbortedCase(stuck, family, options, result, run, seed);
   };
-  for (; !row.failing && !done(); ++row.index) {
+  for (; !row.failing && !row.broken && !done(); ++row.index) {
     if (int64_t(row.index % uint64_t(options.shardCount)) != options.shardIndex)
       continue;
     seed = caseSeed(result.seed, row.index);
     RandomSource lengths(seed ^ 0x5bd1e995u);
-    Scenario s = row.generator->generate(
-        seed, size_t(lengths.between(minSteps, maxSteps)), &result.labels);
+    Scenario s;
+    try {
+      s = row.generator->generate(
+          seed, size_t(lengths.between(minSteps, maxSteps)), &result.labels);
+    } catch (const ModelFailure &e) {
+      // The generator runs the model: a defect of drt, reported as such,
+      // with what reproduces it (no scenario exists to shrink).
+      result.status = PropertyResult::Status::Failed;
+      result.reason = std::string(e.what()) + ", generating case seed " +
+                      std::to_string(seed) + " (a defect of the suite; " +
+                      "reproduce with --filter " + family.name + " --seed " +
+                      std::to_string(options.seed) + ")";
+      row.broken = true;
+      ++row.index;
+      break;
+    }
     Scenario configured =
         configureScenario(s, options.backend, result.parameters);
     RunResult r = runScenario(configured, caseRun);
@@ -1066,7 +1083,43 @@ runPropertyInConfigurations(const PropertyFamily &family,
                  "which this family is not about";
       continue;
     }
+    if (std::string why =
+            unsupportedConfiguration(options.backend, configurations[i]);
+        !why.empty()) {
+      r.status = PropertyResult::Status::Skipped;
+      r.reason = "this configuration is not supported here: " + why;
+      continue;
+    }
+    // The families a row runs, and what its generator draws, follow what
+    // the registry declares for the configuration; the device it creates
+    // must declare the same, or the suite would skip (or run) the wrong
+    // families for it.
+    {
+      DeviceSpec probe;
+      probe.parameters = configurations[i];
+      Capabilities created =
+          probedDeviceTraits(options.backend, probe).capabilities;
+      if (!(created == *caps)) {
+        r.status = PropertyResult::Status::Failed;
+        r.reason = "backend '" + options.backend + "' declares capabilities " +
+                   caps->toString() +
+                   " for this configuration, but the device it creates "
+                   "declares " +
+                   created.toString();
+        continue;
+      }
+    }
     GeneratorProfile configured = profile;
+    // A parameter of fan-in blocks that this device cannot honour is left
+    // out: their holding operation then takes as long as the device does.
+    std::erase_if(configured.fanInDeviceParameters, [&](const auto &p) {
+      std::string prefix = options.backend + ":";
+      if (!p.first.starts_with(prefix))
+        return false;
+      ParameterMap with = configurations[i];
+      with[p.first.substr(prefix.size())] = p.second;
+      return !unsupportedConfiguration(options.backend, with).empty();
+    });
     {
       DeviceSpec probe;
       probe.parameters = configurations[i];
@@ -1162,6 +1215,10 @@ runPropertyInConfigurations(const PropertyFamily &family,
         // Case numbers, not cases run: the shards split the numbers.
         uint64_t end = uint64_t(row.cases) * uint64_t(round + 1);
         runCases(row, family, options, run, [&] { return row.index >= end; });
+      }
+      if (row.broken) {
+        failed = true;
+        break;
       }
       if (!row.failing)
         continue;

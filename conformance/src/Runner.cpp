@@ -42,7 +42,8 @@ namespace drt::conformance {
 
 std::string Divergence::toString() const {
   std::string s = "step " + std::to_string(step) + ": " + command + "\n";
-  s += "  backend:  " + backend + "\n";
+  if (!backend.empty())
+    s += "  backend:  " + backend + "\n";
   s += "  what:     " + what + "\n";
   s += "  expected: " + expected + "\n";
   s += "  observed: " + observed + "\n";
@@ -2261,8 +2262,13 @@ Scenario annotateExpectations(const Scenario &scenario,
       [&](const DeviceSpec &spec) { return probedDeviceTraits(backend, spec); },
       /*trackContents=*/false);
   // A parallel branch's outcome depends on the interleaving: not written.
-  for (Command &c : out.commands)
-    c.expect = c.branch ? Outcome::ok() : model.apply(c).outcome;
+  // Where the model fails, nothing after is known; running the scenario
+  // reports that failure.
+  try {
+    for (Command &c : out.commands)
+      c.expect = c.branch ? Outcome::ok() : model.apply(c).outcome;
+  } catch (const ModelFailure &) {
+  }
   return out;
 }
 
@@ -2274,14 +2280,24 @@ Scenario wellFormedScenario(const Scenario &scenario,
       scenario.devices,
       [&](const DeviceSpec &spec) { return probedDeviceTraits(backend, spec); },
       /*trackContents=*/false);
-  for (const Command &c : scenario.commands) {
+  for (size_t i = 0; i < scenario.commands.size(); ++i) {
+    const Command &c = scenario.commands[i];
     if (!commandFitsModel(c, model))
       continue;
     out.commands.push_back(c);
     // Branch commands create and destroy no name: the ones after them fit
     // whatever order they run in.
-    out.commands.back().expect =
-        c.branch ? Outcome::ok() : model.apply(c).outcome;
+    try {
+      out.commands.back().expect =
+          c.branch ? Outcome::ok() : model.apply(c).outcome;
+    } catch (const ModelFailure &) {
+      // Nothing after is known: the rest stays as it is, for running the
+      // scenario to report the model's failure.
+      out.commands.insert(out.commands.end(),
+                          scenario.commands.begin() + ptrdiff_t(i) + 1,
+                          scenario.commands.end());
+      break;
+    }
   }
   return out;
 }
@@ -2866,6 +2882,20 @@ Divergence escapedDivergence(const Scenario &scenario,
   return d;
 }
 
+/// The divergence of drt's own model failing (ModelFailure \p e) while
+/// \p scenario was where \p progress says: reported as the suite's
+/// defect, so that nobody looks for it in the backend.
+Divergence modelFailureDivergence(const Scenario &scenario,
+                                  const Progress &progress,
+                                  const ModelFailure &e) {
+  Divergence d = escapedDivergence(scenario, progress);
+  d.backend.clear();
+  d.what = "drt's reference model (a defect of the suite, not of the backend)";
+  d.expected = "predicts every step";
+  d.observed = e.what();
+  return d;
+}
+
 void keepCrashReportsInFront();
 
 /// Runs \p scenario as runScenario describes, into \p result, \p labels
@@ -3226,6 +3256,8 @@ void runInto(const Scenario &scenario, const RunOptions &options,
     // The paths of the backend under test (a partner's are its own): what
     // its devices did in the whole scenario, teardown included.
     lanes.front().sessions.front()->reportPaths(result);
+  } catch (const ModelFailure &e) {
+    result.divergence = modelFailureDivergence(scenario, progress, e);
   } catch (...) {
     result.divergence = escapedDivergence(scenario, progress);
   }

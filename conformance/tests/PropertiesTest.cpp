@@ -435,6 +435,72 @@ TEST(Properties, TooFewAllocationsOnOneDeviceRunMoreBatchesBeforeFailing) {
   EXPECT_EQ(r.cases, 5);
 }
 
+/// The fake device, refusing to start with NotSupported where its
+/// configuration asks for "exotic=1", as a device refuses a parameter its
+/// platform cannot honour.
+class RefusesExotic : public fake::FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+  Error init() override {
+    if (config().parameter("exotic") == std::optional<std::string>("1"))
+      return makeError(ErrorCode::NotSupported,
+                       "parameter 'exotic' needs what this host lacks");
+    return FakeDevice::init();
+  }
+};
+
+TEST(Properties, AConfigurationTheDeviceCannotHonourIsSkippedWithTheReason) {
+  BackendInfo info = fake::fakeBackendInfo();
+  info.name = "refuses-exotic";
+  info.testOnly = true;
+  info.parameters.push_back(BackendParameter::boolean(
+      "exotic", false, "a parameter some hosts cannot honour"));
+  info.factory = [](const DeviceConfig &config) {
+    return std::unique_ptr<DeviceManager>(new RefusesExotic(config));
+  };
+  BackendRegistry::instance().add(info);
+  PropertyOptions options;
+  options.backend = "refuses-exotic";
+  options.cases = 10;
+  std::vector<PropertyResult> rows = runPropertyInConfigurations(
+      family("view-sharing"), options, {{}, {{"exotic", "1"}}});
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].status, PropertyResult::Status::Passed) << rows[0].reason;
+  EXPECT_EQ(rows[1].status, PropertyResult::Status::Skipped);
+  EXPECT_EQ(rows[1].reason,
+            "this configuration is not supported here: parameter 'exotic' "
+            "needs what this host lacks");
+  EXPECT_EQ(rows[1].cases, 0);
+}
+
+TEST(Properties, ADeviceThatDeclaresOtherCapabilitiesThanItsBackendFails) {
+  // The registry says resident tensors whatever the configuration; the
+  // device made with resident=0 says none. The suite would choose the
+  // families for the one and run them on the other.
+  BackendInfo info = fake::fakeBackendInfo();
+  info.name = "misdeclaring-fake";
+  info.testOnly = true;
+  info.capabilitiesFor = [](const DeviceConfig &) {
+    return fake::fakeBackendInfo().capabilities;
+  };
+  BackendRegistry::instance().add(info);
+  PropertyOptions options;
+  options.backend = "misdeclaring-fake";
+  options.cases = 10;
+  std::vector<PropertyResult> rows = runPropertyInConfigurations(
+      family("view-sharing"), options, {{}, {{"resident", "0"}}});
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].status, PropertyResult::Status::Passed) << rows[0].reason;
+  EXPECT_EQ(rows[1].status, PropertyResult::Status::Failed);
+  EXPECT_NE(rows[1].reason.find("backend 'misdeclaring-fake' declares "
+                                "capabilities resident-tensors"),
+            std::string::npos)
+      << rows[1].reason;
+  EXPECT_NE(rows[1].reason.find("but the device it creates declares"),
+            std::string::npos)
+      << rows[1].reason;
+}
+
 TEST(Properties, SkipsCarryTheirReason) {
   PropertyFamily f = propertyFamilies().front();
   f.skipReason = [](const Capabilities &) {

@@ -651,6 +651,32 @@ free m d1
   EXPECT_GE(r.labels["run-input-moved"], 1);
 }
 
+TEST(Runner, TheModelsOwnFailureNamesTheCommandAndTheModel) {
+  DeviceSpec d0;
+  d0.name = "d0";
+  Model model({d0}, Capabilities{});
+  ParseResult p = parseScenario("device d0\ncreate a f32 [4]\n");
+  ASSERT_TRUE(std::holds_alternative<Scenario>(p));
+  model.apply(std::get<Scenario>(p).commands.back());
+  // A device the model was not made with: the scenario's validation keeps
+  // such a command from the runner, so only a defect of the model's own
+  // bookkeeping reaches it there. Whatever it throws comes out as
+  // ModelFailure, naming the command, for the runner to blame the suite.
+  Command c;
+  c.kind = CommandKind::ToDevice;
+  c.target = "a";
+  c.device = "d9";
+  try {
+    model.apply(c);
+    ADD_FAILURE() << "the model applied a to-device to an unknown device";
+  } catch (const ModelFailure &e) {
+    EXPECT_NE(std::string(e.what()).find("drt's reference model failed on "
+                                         "'to-device a d9'"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Runner, TheModelTakesEachDevicesTraits) {
   DeviceSpec d0, d1;
   d0.name = "d0";

@@ -887,9 +887,6 @@ Error OpenCLDeviceManager::init() {
       config().uintParameter("memory-pool-bytes", uint64_t(1) << 30);
   Expected<uint64_t> stagingPoolLimit = config().uintParameter(
       "staging-pool-buffers", DefaultPooledStagingBuffers);
-  if (Expected<uint64_t> delay = config().uintParameter("driver-delay-us", 0);
-      *delay)
-    s.driver.delayCommands(std::chrono::microseconds(*delay));
   if (std::optional<std::string> faults = config().parameter("driver-faults")) {
     Expected<std::vector<DriverFault>> planned = parseDriverFaults(*faults);
     if (!planned)
@@ -905,6 +902,16 @@ Error OpenCLDeviceManager::init() {
   s.platform = selected->platform;
   s.device = selected->device;
   s.info = selected->info;
+  if (Expected<uint64_t> delay = config().uintParameter("driver-delay-us", 0);
+      *delay) {
+    if (std::string hang = userEventGatesHang(s.info); !hang.empty())
+      return makeError(ErrorCode::NotSupported,
+                       "OpenCL device '" + name() +
+                           "': parameter 'driver-delay-us' holds commands "
+                           "back with user events, which " +
+                           s.info.toString() + " cannot do: " + hang);
+    s.driver.delayCommands(std::chrono::microseconds(*delay));
+  }
   if (config().memoryBudget > s.info.globalMemoryBytes)
     return makeError(ErrorCode::InvalidArgument,
                      "OpenCL device '" + name() + "': memory budget of " +

@@ -451,4 +451,16 @@ Expected<SelectedDevice> selectDevice(OpenCLDriver &driver,
                        "'; available:\n" + listing(*platforms));
 }
 
+std::string userEventGatesHang(const OpenCLDeviceInfo &device) {
+  if (device.deviceVersion.find("PoCL") == std::string::npos)
+    return "";
+  for (std::string_view kind : {"basic", "cpu-minimal"})
+    if (std::string_view(device.deviceName).starts_with(kind))
+      return "POCL's " + std::string(kind) +
+             " device completes a command gated by a user event on the "
+             "thread that sets the event's status, inside a lock the command "
+             "takes again, and that call never returns (pocl/pocl#1177)";
+  return "";
+}
+
 } // namespace drt::opencl

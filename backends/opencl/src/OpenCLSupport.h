@@ -51,6 +51,14 @@ struct SelectedDevice {
 Expected<SelectedDevice> selectDevice(OpenCLDriver &driver,
                                       const DeviceConfig &config);
 
+/// Why commands gated by a user event cannot be held back on \p device
+/// (the `driver-delay-us` parameter), or "" where they can: a known
+/// platform defect, named with its report. POCL's basic device (called
+/// cpu-minimal from POCL 4 on) runs a command whose user event completes on
+/// the thread that completes it, inside a lock that the command takes
+/// again, and that thread never returns (pocl/pocl#1177).
+std::string userEventGatesHang(const OpenCLDeviceInfo &device);
+
 } // namespace drt::opencl
 
 #endif // DRT_OPENCL_OPENCLSUPPORT_H

@@ -11,6 +11,7 @@
 #include "OpenCLTestSupport.h"
 
 #include "DeviceBlockPool.h"
+#include "OpenCLSupport.h"
 #include "ParallelCopy.h"
 #include "PinnedHostMemory.h"
 
@@ -957,4 +958,30 @@ TEST(OpenCLCompletion, AFreeDuringAStagedUploadLeavesOtherAllocationsAlone) {
   }
   std::printf("frees made while the upload was in flight: %d of 20\n",
               freedDuringTheUpload);
+}
+
+TEST(OpenCLPlatformDefects, UserEventGatesHangOnPOCLsBasicDeviceOnly) {
+  auto device = [](std::string name, std::string version) {
+    OpenCLDeviceInfo info;
+    info.platformName = "Portable Computing Language";
+    info.deviceName = std::move(name);
+    info.deviceVersion = std::move(version);
+    return info;
+  };
+  for (const char *name :
+       {"basic-skylake-avx512-AMD EPYC", "cpu-minimal-znver3-AMD Ryzen"}) {
+    std::string why =
+        userEventGatesHang(device(name, "OpenCL 3.0 PoCL HSTR: basic"));
+    EXPECT_NE(why.find("pocl/pocl#1177"), std::string::npos) << name;
+  }
+  EXPECT_EQ(userEventGatesHang(device("pthread-skylake-avx512-AMD EPYC",
+                                      "OpenCL 3.0 PoCL HSTR: pthread")),
+            "");
+  EXPECT_EQ(
+      userEventGatesHang(device("cpu-znver3-AMD Ryzen", "OpenCL 3.0 PoCL")),
+      "");
+  // Another platform's device of that name is not POCL's.
+  OpenCLDeviceInfo other = device("basic", "OpenCL 3.0 CUDA");
+  other.platformName = "NVIDIA CUDA";
+  EXPECT_EQ(userEventGatesHang(other), "");
 }

@@ -63,6 +63,14 @@ DeviceConfig deviceConfigOf(const DeviceSpec &spec);
 DeviceTraits probedDeviceTraits(const std::string &backend,
                                 const DeviceSpec &spec);
 
+/// Why \p backend's device cannot run in configuration \p parameters on this
+/// host: the message of the NotSupported error that creating it returned (a
+/// parameter the platform cannot honour), or "" where it can be created or
+/// fails otherwise (running a scenario reports such a failure itself).
+/// Remembered per backend and configuration.
+std::string unsupportedConfiguration(const std::string &backend,
+                                     const ParameterMap &parameters);
+
 } // namespace drt::conformance
 
 #endif // DRT_CONFORMANCE_CONFIGURATION_H

@@ -21,6 +21,7 @@
 #include <optional>
 #include <set>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -237,6 +238,15 @@ struct ModelStep {
   std::vector<CoverageLabel> labels;
 };
 
+/// Thrown by Model::apply when the model itself fails on a step (an
+/// exception inside it): a defect of drt's reference model, never of the
+/// backend under test, which the runner and the property runner report as
+/// such.
+class ModelFailure : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
 /// The reference model. Copyable, so generators can use it as their state.
 class Model {
 public:
@@ -257,7 +267,8 @@ public:
         bool trackContents = true);
   Model() = default;
 
-  /// Applies \p command and returns the predicted outcome.
+  /// Applies \p command and returns the predicted outcome. Throws
+  /// ModelFailure, naming the command, when the model fails on it.
   ModelStep apply(const Command &command);
   /// Frees the remaining raw locations and destroys every tensor, as the
   /// runner's teardown does.
@@ -319,6 +330,8 @@ public:
 private:
   using Step = ModelStep;
 
+  /// apply() without turning the model's own failures into ModelFailure.
+  ModelStep applyStep(const Command &command);
   ModelDevice &device(const std::string &name) { return devices_.at(name); }
   int newRecord(size_t bytes);
   void dropReference(int record, Step &step);

@@ -32,7 +32,7 @@ struct Divergence {
   size_t step = 0;
   /// The command in text form ("teardown" or "setup" for the pseudo steps).
   std::string command;
-  /// The backend that diverged.
+  /// The backend that diverged ("" when the suite itself failed).
   std::string backend;
   /// What was compared ("outcome", "state of tensor 'a'", ...).
   std::string what;
