@@ -48,54 +48,65 @@ DeviceConfig deviceConfigOf(const DeviceSpec &spec) {
   return config;
 }
 
-DeviceTraits probedDeviceTraits(const std::string &scenarioBackend,
-                                const DeviceSpec &spec) {
-  const std::string &backend = deviceBackend(spec, scenarioBackend);
+namespace {
+
+/// What creating a device of one configuration showed.
+struct DeviceProbe {
+  DeviceTraits traits;
+  /// The message of a NotSupported refusal to start ("" otherwise).
+  std::string notSupported;
+};
+
+/// Creates (and destroys) a device of \p backend as \p spec says, once per
+/// backend and spec (the device name aside) for devices that start or
+/// refuse the spec with NotSupported; another failure may be the host's,
+/// and is tried again next time. A device that does not start has the
+/// capabilities its backend declares for the spec (the default ones if
+/// those are bad) and no budget.
+DeviceProbe probeDevice(const std::string &backend, const DeviceSpec &spec) {
   static std::mutex mutex;
-  static std::map<std::string, DeviceTraits> known;
+  static std::map<std::string, DeviceProbe> known;
   std::string key = backend + "\n" + std::to_string(spec.budget) + "\n" +
                     (spec.copyToHost ? "copy-to-host" : "") + "\n" +
                     configurationName(spec.parameters);
   std::lock_guard<std::mutex> lock(mutex);
   if (auto it = known.find(key); it != known.end())
     return it->second;
-  DeviceConfig config = deviceConfigOf(spec);
-  DeviceTraits traits;
-  auto device = BackendRegistry::instance().create(backend, config);
+  DeviceProbe probe;
+  auto device =
+      BackendRegistry::instance().create(backend, deviceConfigOf(spec));
   if (device) {
-    traits = {(*device)->capabilities(), (*device)->maximumMemory()};
-  } else {
-    auto declared =
-        BackendRegistry::instance().capabilitiesFor(backend, spec.parameters);
-    if (!declared)
-      declared = BackendRegistry::instance().capabilitiesFor(backend, {});
-    if (declared)
-      traits.capabilities = *declared;
-    // Not remembered: the failure may be the host's, not the spec's.
-    return traits;
+    probe.traits = {(*device)->capabilities(), (*device)->maximumMemory()};
+    (*device)->shutdown();
+    known[key] = probe;
+    return probe;
   }
-  known[key] = traits;
-  return traits;
+  Error failure = device.takeError();
+  auto declared =
+      BackendRegistry::instance().capabilitiesFor(backend, spec.parameters);
+  if (!declared)
+    declared = BackendRegistry::instance().capabilitiesFor(backend, {});
+  if (declared)
+    probe.traits.capabilities = *declared;
+  if (failure.code() == ErrorCode::NotSupported) {
+    probe.notSupported = failure.message();
+    known[key] = probe;
+  }
+  return probe;
+}
+
+} // namespace
+
+DeviceTraits probedDeviceTraits(const std::string &scenarioBackend,
+                                const DeviceSpec &spec) {
+  return probeDevice(deviceBackend(spec, scenarioBackend), spec).traits;
 }
 
 std::string unsupportedConfiguration(const std::string &backend,
                                      const ParameterMap &parameters) {
-  static std::mutex mutex;
-  static std::map<std::string, std::string> known;
-  std::string key = backend + "\n" + configurationName(parameters);
-  std::lock_guard<std::mutex> lock(mutex);
-  if (auto it = known.find(key); it != known.end())
-    return it->second;
-  DeviceConfig config;
-  config.name = "configuration-probe";
-  config.parameters = parameters;
-  std::string why;
-  if (auto device = BackendRegistry::instance().create(backend, config))
-    (*device)->shutdown();
-  else if (Error e = device.takeError(); e.code() == ErrorCode::NotSupported)
-    why = e.message();
-  known[key] = why;
-  return why;
+  DeviceSpec spec;
+  spec.parameters = parameters;
+  return probeDevice(backend, spec).notSupported;
 }
 
 } // namespace drt::conformance

@@ -67,7 +67,8 @@ DeviceTraits probedDeviceTraits(const std::string &backend,
 /// host: the message of the NotSupported error that creating it returned (a
 /// parameter the platform cannot honour), or "" where it can be created or
 /// fails otherwise (running a scenario reports such a failure itself).
-/// Remembered per backend and configuration.
+/// The device is the one probedDeviceTraits creates for a spec with these
+/// parameters, and remembered with it.
 std::string unsupportedConfiguration(const std::string &backend,
                                      const ParameterMap &parameters);
 
