@@ -246,6 +246,11 @@ void DeviceManager::abandonAll() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     left = pending_;
+    // The networks go before any pending operation is called back: a
+    // program that hears of its operation's end (on another thread than
+    // this shutdown's, a backend's worker say) meets a device without them,
+    // as the shutdown is one step.
+    networks_.clear();
   }
   for (auto &op : left)
     finishOperation(op, makeError(ErrorCode::DeviceLost,
@@ -255,7 +260,6 @@ void DeviceManager::abandonAll() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     res.swap(resident_);
-    networks_.clear();
   }
   for (auto &[location, resident] : res) {
     std::shared_ptr<TensorStorage> storage = resident.weak.lock();
@@ -469,10 +473,17 @@ void DeviceManager::upload(std::shared_ptr<TensorStorage> storage,
   DeviceLocation target;
   bool allocated = false;
   if (location) {
+    // The location is the tensor's from the moment the takeover is asked
+    // for, not from when its upload completes: in program order a free of
+    // it, or another tensor's takeover, comes after this one, whether or
+    // not the upload has completed yet. Given back if the upload fails.
     bool taken;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      taken = resident_.count(location->value) != 0;
+      taken =
+          !resident_
+               .try_emplace(location->value, Resident{storage.get(), storage})
+               .second;
     }
     // Called back without the lock: the callback may take a record's lock,
     // and a completion holding one takes this one (registerResident).
@@ -481,20 +492,19 @@ void DeviceManager::upload(std::shared_ptr<TensorStorage> storage,
                             "transferToDevice of " + what() + ": location " +
                                 location->toString() + " on device '" + name() +
                                 "' belongs to another tensor"));
+    auto refuse = [&](std::string why) {
+      unregisterResident(storage.get(), *location);
+      done(makeError(ErrorCode::InvalidArgument,
+                     "transferToDevice of " + what() + ": location " +
+                         location->toString() + std::move(why)));
+    };
     Expected<uint64_t> size = allocationSize(*location);
     if (!size)
-      return done(makeError(ErrorCode::InvalidArgument,
-                            "transferToDevice of " + what() + ": location " +
-                                location->toString() +
-                                " is not a live allocation of device '" +
-                                name() + "'"));
+      return refuse(" is not a live allocation of device '" + name() + "'");
     if (*size != bytes)
-      return done(makeError(ErrorCode::InvalidArgument,
-                            "transferToDevice of " + what() + ": location " +
-                                location->toString() + " on device '" + name() +
-                                "' holds " + std::to_string(*size) +
-                                " bytes, the tensor needs " +
-                                std::to_string(bytes)));
+      return refuse(" on device '" + name() + "' holds " +
+                    std::to_string(*size) + " bytes, the tensor needs " +
+                    std::to_string(bytes));
     target = *location;
   } else {
     Expected<DeviceLocation> fresh = allocate(bytes);
@@ -526,9 +536,13 @@ void DeviceManager::upload(std::shared_ptr<TensorStorage> storage,
                             "' was shut down during transferToDevice of " +
                             storage->describe());
         }
-        if (allocated)
+        if (allocated) {
           if (Error fe = releaseFromRecord(target, *storage))
             noteBackgroundError(std::move(fe));
+        } else {
+          // The taken-over location is the program's again.
+          unregisterResident(storage.get(), target);
+        }
         storage.reset();
         done(std::move(e));
       });
