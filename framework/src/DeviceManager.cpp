@@ -392,18 +392,37 @@ void DeviceManager::transferToDevice(Tensor &tensor,
     std::unique_lock<std::mutex> lock(storage->record.mutex_);
     storage->record.acquire(lock);
   }
+  // A given location is the tensor's from this call on (semantics §3),
+  // though the upload into it may come only after the record is read back
+  // from another device: a free of it, or another tensor's takeover, in the
+  // meantime is refused. A location the upload will refuse (another
+  // tensor's, not live, of another size) stays the caller's: the upload
+  // refuses it after the checks that come first.
+  bool reserved = false;
+  if (location) {
+    Expected<uint64_t> size = allocationSize(*location);
+    if (size && *size == storage->size()) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      reserved =
+          resident_
+              .try_emplace(location->value, Resident{storage.get(), storage})
+              .second;
+    }
+  }
   // No reference may outlive the callback on this thread's stack, so each
   // continuation owns its own and the caller keeps none.
   std::shared_ptr<TensorStorage> forMove = storage;
-  moveHere(
-      std::move(forMove), location,
-      [storage = std::move(storage), done = std::move(done)](Error e) mutable {
-        storage->record.releaseBusy();
-        // Drop the reference first: if it is the last one, the device
-        // copy is released before the caller hears of completion.
-        storage.reset();
-        done(std::move(e));
-      });
+  moveHere(std::move(forMove), location,
+           [this, storage = std::move(storage), location, reserved,
+            done = std::move(done)](Error e) mutable {
+             if (e && reserved)
+               unregisterResident(storage.get(), *location);
+             storage->record.releaseBusy();
+             // Drop the reference first: if it is the last one, the device
+             // copy is released before the caller hears of completion.
+             storage.reset();
+             done(std::move(e));
+           });
 }
 
 void DeviceManager::moveHere(std::shared_ptr<TensorStorage> storage,
@@ -480,10 +499,10 @@ void DeviceManager::upload(std::shared_ptr<TensorStorage> storage,
     bool taken;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      taken =
-          !resident_
-               .try_emplace(location->value, Resident{storage.get(), storage})
-               .second;
+      auto [held, inserted] = resident_.try_emplace(
+          location->value, Resident{storage.get(), storage});
+      // Reserved by this tensor's transferToDevice, or held by another.
+      taken = !inserted && held->second.storage != storage.get();
     }
     // Called back without the lock: the callback may take a record's lock,
     // and a completion holding one takes this one (registerResident).
