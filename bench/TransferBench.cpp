@@ -25,7 +25,8 @@
 //    the backend's program enqueued N times, one blocking read),
 //    drt_resident (outputs stay on the device between runs) and
 //    drt_host_round_trips (every run copies its input in and its output
-//    out). Counter host_bytes: bytes across the host boundary per chain.
+//    out). Counter host_bytes: bytes across the host boundary per chain;
+//    issued_us (drt's): the host's time until the last run was issued.
 //
 // DRT_BENCH_PARAMS ("key=value,...") adds backend parameters to every drt
 // mechanism's manager. ci/bench runs it and writes the Markdown table of
@@ -438,6 +439,7 @@ void drtChain(benchmark::State &state, ChainRuns how) {
   };
   // Bytes across the host boundary inside the timed part.
   uint64_t hostBytes = 0;
+  double issuedSeconds = 0;
   auto bytesMoved = [&device] {
     DeviceStats s = device.stats();
     return s.bytesToDevice + s.bytesFromDevice;
@@ -463,6 +465,8 @@ void drtChain(benchmark::State &state, ChainRuns how) {
       } else
         error = runFunctionSync(device, network, context);
     }
+    // What the host spends issuing the upload and the runs.
+    issuedSeconds += secondsSince(start);
     Tensor &last = *context.bindings().get(runs % 2 ? "b" : "a");
     // The read-back waits for the last run, which waits for the others.
     if (resident && !error)
@@ -482,6 +486,8 @@ void drtChain(benchmark::State &state, ChainRuns how) {
   if (error)
     return state.SkipWithError(error.toString().c_str());
   state.counters["host_bytes"] = double(hostBytes) / double(state.iterations());
+  state.counters["issued_us"] =
+      1e6 * issuedSeconds / double(state.iterations());
   state.counters["device_copies"] = double(device.stats().deviceCopies);
 }
 
