@@ -1094,20 +1094,17 @@ runPropertyInConfigurations(const PropertyFamily &family,
     // the registry declares for the configuration; the device it creates
     // must declare the same, or the suite would skip (or run) the wrong
     // families for it.
-    {
-      DeviceSpec probe;
-      probe.parameters = configurations[i];
-      Capabilities created =
-          probedDeviceTraits(options.backend, probe).capabilities;
-      if (!(created == *caps)) {
-        r.status = PropertyResult::Status::Failed;
-        r.reason = "backend '" + options.backend + "' declares capabilities " +
-                   caps->toString() +
-                   " for this configuration, but the device it creates "
-                   "declares " +
-                   created.toString();
-        continue;
-      }
+    DeviceSpec probe;
+    probe.parameters = configurations[i];
+    DeviceTraits traits = probedDeviceTraits(options.backend, probe);
+    if (!(traits.capabilities == *caps)) {
+      r.status = PropertyResult::Status::Failed;
+      r.reason = "backend '" + options.backend + "' declares capabilities " +
+                 caps->toString() +
+                 " for this configuration, but the device it creates "
+                 "declares " +
+                 traits.capabilities.toString();
+      continue;
     }
     GeneratorProfile configured = profile;
     // A parameter of fan-in blocks that this device cannot honour is left
@@ -1120,12 +1117,7 @@ runPropertyInConfigurations(const PropertyFamily &family,
       with[p.first.substr(prefix.size())] = p.second;
       return !unsupportedConfiguration(options.backend, with).empty();
     });
-    {
-      DeviceSpec probe;
-      probe.parameters = configurations[i];
-      configured.defaultMaximumMemory =
-          probedDeviceTraits(options.backend, probe).maximumMemory;
-    }
+    configured.defaultMaximumMemory = traits.maximumMemory;
     row.generator.emplace(configured, *caps);
     active.push_back(&row);
   }
