@@ -84,7 +84,11 @@ public:
     if (faultWanted_ && faultWantedStepsLeft_ <= 0)
       faultWanted_.reset();
     CommandKind kind;
-    if (wanted_ && possible(CommandKind::Create) && rng_.percent(80)) {
+    // The upload planned into a raw location (planTakeover_) comes first.
+    bool takeover = planTakeover_.has_value();
+    if (takeover) {
+      kind = CommandKind::ToDevice;
+    } else if (wanted_ && possible(CommandKind::Create) && rng_.percent(80)) {
       kind = CommandKind::Create;
     } else if (std::optional<CommandKind> planned = viewPlanStep()) {
       kind = *planned;
@@ -114,7 +118,7 @@ public:
     }
     focus_.reset();
     std::optional<Command> c = draw(kind);
-    if (std::exchange(besideNow_, false) && c)
+    if ((std::exchange(besideNow_, false) || takeover) && c)
       c->noWait = true;
     else if (p_.pipelinePercent && c && completesThroughCallback(c->kind) &&
              rng_.percent(p_.pipelinePercent))
@@ -134,6 +138,25 @@ public:
       followTensor_ = c->noWait && c->kind != CommandKind::Run
                           ? std::optional(c->target)
                           : std::nullopt;
+      // A raw location being taken over by an upload issued without
+      // waiting: now and then the next command frees it or gives it to
+      // another tensor. In program order it is the first tensor's from the
+      // request on, however late the upload into it comes (semantics §3).
+      followLocation_.reset();
+      if (c->noWait && c->kind == CommandKind::ToDevice &&
+          !c->location.empty() && rng_.percent(70)) {
+        followLocation_ = c->location;
+        focus_ = rng_.percent(50) ? CommandKind::Free : CommandKind::ToDevice;
+      }
+      // An upload issued without waiting, then now and then one of the same
+      // record into a raw location on another device: that upload first
+      // waits for the record, so the location is being taken over for a
+      // while (what followLocation_ then frees or gives away).
+      if (c->noWait && c->kind == CommandKind::ToDevice &&
+          c->location.empty() && rng_.percent(40))
+        planTakeover_ = takeoverElsewhere(*c);
+      if (planTakeover_)
+        besideRecord_.reset();
       // A transfer of a run's output issued without waiting: now and then
       // the next command brings that run's outputs home, and meets it busy.
       if (followTensor_ && possible(CommandKind::EnsureOutputs) &&
@@ -364,6 +387,60 @@ private:
       return CommandKind::Run;
     }
     return CommandKind::ToDevice;
+  }
+
+  /// An upload of \p upload's tensor into a live raw location of its
+  /// record's size on another device, or nullopt when there is none.
+  std::optional<Command> takeoverElsewhere(const Command &upload) {
+    const ModelRecord *r = m_.recordOf(upload.target);
+    if (!r)
+      return std::nullopt;
+    std::vector<Name> fitting;
+    for (Name name : ch_.locations) {
+      const ModelLocation &l = m_.locations().at(*name);
+      if (l.state == ModelLocation::State::Live && l.bytes == r->bytes &&
+          l.device != upload.device)
+        fitting.push_back(name);
+    }
+    if (fitting.empty())
+      return std::nullopt;
+    Command c;
+    c.kind = CommandKind::ToDevice;
+    c.target = upload.target;
+    c.location = *rng_.pick(fitting);
+    c.device = m_.locations().at(c.location).device;
+    return c;
+  }
+
+  /// An upload into the location the last command takes over
+  /// (followLocation_), of another tensor, mostly one of the location's size
+  /// whose record is not the taker's: the second request for the location,
+  /// which must be refused. Nullopt without such a location or tensor.
+  std::optional<Command> secondTakeover() {
+    if (!followLocation_)
+      return std::nullopt;
+    auto l = m_.locations().find(*followLocation_);
+    const ModelRecord *taker =
+        followTensor_ ? m_.recordOf(*followTensor_) : nullptr;
+    if (l == m_.locations().end() || !taker)
+      return std::nullopt;
+    std::vector<Name> sameSize, others;
+    for (Name name : ch_.tensors) {
+      const ModelRecord *r = m_.recordOf(*name);
+      if (!r || r == taker)
+        continue;
+      (r->bytes == l->second.bytes ? sameSize : others).push_back(name);
+    }
+    if (sameSize.empty() && others.empty())
+      return std::nullopt;
+    Command c;
+    c.kind = CommandKind::ToDevice;
+    c.target = !sameSize.empty() && (others.empty() || rng_.percent(80))
+                   ? *rng_.pick(sameSize)
+                   : *rng_.pick(others);
+    c.device = l->second.device;
+    c.location = l->first;
+    return c;
   }
 
   /// A tensor, chosen by the state of its record first (uniformly over the
@@ -1386,9 +1463,17 @@ private:
         c.pattern = 1;
       break;
     case CommandKind::ToDevice: {
+      if (planTakeover_) {
+        c = *std::exchange(planTakeover_, {});
+        break;
+      }
       if (planToDevice_) {
         // The device allocates: a given location may be refused.
         std::tie(c.target, c.device) = *std::exchange(planToDevice_, {});
+        break;
+      }
+      if (std::optional<Command> second = secondTakeover()) {
+        c = std::move(*second);
         break;
       }
       c.target = *pickTensor();
@@ -1590,9 +1675,13 @@ private:
       bool defaultBudget = !md.spec.budget && md.budget();
       if (defaultBudget)
         left = md.budget() > md.used ? md.budget() - md.used : 0;
+      // Exactly what is left only when nothing issued without waiting is
+      // pending: an allocation beside a pending upload may come first
+      // (semantics §3), and then what is left is more than the model says.
+      bool exact = !m_.transfersPending();
       if (reuseBytes_) {
         c.bytes = *reuseBytes_;
-      } else if (left && how < 3 && (!defaultBudget || how == 1)) {
+      } else if (exact && left && how < 3 && (!defaultBudget || how == 1)) {
         // Exactly what is left, one byte more or one byte less.
         c.bytes = left + (how == 1 ? 1 : 0) - (how == 2 && left > 1 ? 1 : 0);
       } else if (how < 7 && !m_.records().empty()) {
@@ -1607,6 +1696,11 @@ private:
       break;
     }
     case CommandKind::Free:
+      if (followLocation_ && m_.locations().count(*followLocation_)) {
+        c.target = *followLocation_;
+        c.device = m_.locations().at(c.target).device;
+        break;
+      }
       c.target = *rng_.pick(ch_.locations);
       // Now and then on another device, which must refuse it.
       c.device = ch_.devices.size() > 1 &&
@@ -1638,6 +1732,12 @@ private:
   std::vector<int> busyRunRecords_;
   /// The size of a block just freed: the next raw allocation takes it.
   std::optional<uint64_t> reuseBytes_;
+  /// A raw location that the last command, an upload issued without
+  /// waiting, takes over: the next free or upload names it.
+  std::optional<std::string> followLocation_;
+  /// The next command: an upload into a raw location of a record whose
+  /// upload to another device the last command issued without waiting.
+  std::optional<Command> planTakeover_;
   /// The type a run lacked a tensor of: the next create makes one.
   std::optional<Type> wanted_;
   /// A view-input plan (viewPlanStep): the network it works towards, the

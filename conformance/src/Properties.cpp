@@ -360,6 +360,8 @@ std::vector<PropertyFamily> makeFamilies() {
          // issued without waiting reaches the device first, and meets a
          // planned fault, is a matter of timing.
          w[K::Shutdown] = 1;
+         w[K::Alloc] = 4;
+         w[K::Free] = 2;
          GeneratorProfile p = oneDevice(w);
          p.devices.push_back(device("d1"));
          p.space.elemKinds = {ElemKind::Float32};

@@ -323,6 +323,23 @@ void DeviceManager::unregisterResident(const TensorStorage *storage,
     resident_.erase(it);
 }
 
+Error DeviceManager::releaseResident(DeviceLocation location,
+                                     const TensorStorage &storage) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = resident_.find(location.value);
+    if (it != resident_.end() && it->second.storage == &storage)
+      it->second.releasing = true;
+  }
+  Error e = releaseFromRecord(location, storage);
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = resident_.find(location.value);
+  if (it != resident_.end() && it->second.storage == &storage &&
+      it->second.releasing)
+    resident_.erase(it);
+  return e;
+}
+
 Error DeviceManager::releaseFromRecord(DeviceLocation location,
                                        const TensorStorage &storage) {
   Error e = free(location);
@@ -458,8 +475,7 @@ void DeviceManager::moveHere(std::shared_ptr<TensorStorage> storage,
       // The host copy is valid: drop the other device's copy and upload.
       r.place(ResidencyState::Host, nullptr, {});
       lock.unlock();
-      other->unregisterResident(storage.get(), old);
-      if (Error e = other->releaseFromRecord(old, *storage))
+      if (Error e = other->releaseResident(old, *storage))
         other->noteBackgroundError(std::move(e));
       return upload(std::move(storage), location, std::move(done));
     }
@@ -613,8 +629,7 @@ void DeviceManager::fetchToHost(std::shared_ptr<TensorStorage> storage,
         }
         r.place(ResidencyState::Host, nullptr, {});
         lock.unlock();
-        unregisterResident(storage.get(), location);
-        Error released = releaseFromRecord(location, *storage);
+        Error released = releaseResident(location, *storage);
         storage.reset();
         done(std::move(released));
       });
@@ -672,8 +687,7 @@ void DeviceManager::bringHome(std::shared_ptr<TensorStorage> storage,
     }
     r.place(ResidencyState::Host, nullptr, {});
     lock.unlock();
-    unregisterResident(storage.get(), location);
-    return done(releaseFromRecord(location, *storage));
+    return done(releaseResident(location, *storage));
   }
   r.setBusy(true);
   lock.unlock();
@@ -716,8 +730,7 @@ Error DeviceManager::releaseDeviceTensor(Tensor &tensor) {
   DeviceLocation location = r.location_;
   r.place(ResidencyState::Host, nullptr, {});
   lock.unlock();
-  unregisterResident(storage.get(), location);
-  return releaseFromRecord(location, *storage);
+  return releaseResident(location, *storage);
 }
 
 Expected<DeviceLocation> DeviceManager::allocateDeviceMemory(uint64_t bytes) {
@@ -732,18 +745,31 @@ Expected<DeviceLocation> DeviceManager::allocateDeviceMemory(uint64_t bytes) {
     return makeError(ErrorCode::NotSupported,
                      "allocateDeviceMemory on device '" + name() +
                          "': the device does not keep tensors resident");
-  return allocate(bytes);
+  Expected<DeviceLocation> location = allocate(bytes);
+  if (location) {
+    // A device that hands out a value again has freed it: a record's
+    // release of it that has yet to unregister it must not make the new
+    // allocation look like a tensor's.
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = resident_.find(location->value);
+    if (it != resident_.end() && it->second.releasing)
+      resident_.erase(it);
+  }
+  return location;
 }
 
 Error DeviceManager::releaseDeviceMemory(DeviceLocation location) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (resident_.count(location.value))
+    if (auto it = resident_.find(location.value); it != resident_.end())
       return makeError(ErrorCode::InvalidArgument,
                        "releaseDeviceMemory(" + location.toString() +
                            ") on device '" + name() +
-                           "': the location belongs to a tensor; release the "
-                           "tensor instead");
+                           (it->second.releasing
+                                ? "': the location was a tensor's device "
+                                  "copy, released since"
+                                : "': the location belongs to a tensor; "
+                                  "release the tensor instead"));
   }
   if (shutDown_)
     return makeError(ErrorCode::InvalidArgument,
@@ -925,8 +951,7 @@ Error DeviceManager::stageRun(RunState &run, ExecutionContext &context) {
           std::lock_guard<std::mutex> lock(storage->record.mutex_);
           storage->record.place(ResidencyState::Host, nullptr, {});
         }
-        s.manager->unregisterResident(storage.get(), s.location);
-        if (Error e = s.manager->releaseFromRecord(s.location, *storage))
+        if (Error e = s.manager->releaseResident(s.location, *storage))
           s.manager->noteBackgroundError(std::move(e));
       }
       Expected<DeviceLocation> loc = allocate(storage->size());

@@ -213,8 +213,7 @@ TensorStorage::~TensorStorage() {
   ResidencySnapshot s = record.snapshot();
   if (s.state != ResidencyState::Device && s.state != ResidencyState::Mirrored)
     return;
-  s.manager->unregisterResident(this, s.location);
-  if (Error e = s.manager->releaseFromRecord(s.location, *this))
+  if (Error e = s.manager->releaseResident(s.location, *this))
     s.manager->noteBackgroundError(std::move(e));
 }
 
@@ -458,8 +457,7 @@ std::span<std::byte> Tensor::mutableHostBytes() {
   if (violation)
     violation_detail::deliver();
   if (mirror) {
-    mirror->unregisterResident(storage_.get(), mirrorLocation);
-    if (Error e = mirror->releaseFromRecord(mirrorLocation, *storage_))
+    if (Error e = mirror->releaseResident(mirrorLocation, *storage_))
       mirror->noteBackgroundError(std::move(e));
   }
   return {storage_->data() + offset_, sizeInBytes()};
@@ -503,8 +501,7 @@ Error Tensor::refillFromHost(std::span<const std::byte> bytes) {
   }
   lock.unlock();
   if (mirror) {
-    mirror->unregisterResident(storage_.get(), mirrorLocation);
-    if (Error e = mirror->releaseFromRecord(mirrorLocation, *storage_))
+    if (Error e = mirror->releaseResident(mirrorLocation, *storage_))
       mirror->noteBackgroundError(std::move(e));
   }
   std::memcpy(storage_->data() + offset_, bytes.data(), bytes.size());

@@ -511,6 +511,80 @@ TEST(FakeDevice, ADeviceMayGoOnceItsLastOperationHasCompleted) {
   async.reset();
 }
 
+/// A synchronous fake device whose free() of one chosen location waits,
+/// once, until the test lets it go.
+class HoldsOneFree final : public FakeDevice {
+public:
+  HoldsOneFree() : FakeDevice(DeviceConfig{}) {}
+  ~HoldsOneFree() override { shutdown(); }
+  void holdFreeOf(DeviceLocation location) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    held_ = location;
+  }
+  void waitUntilHeld() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    cv_.wait(lock, [&] { return holding_; });
+  }
+  void letGo() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    letGo_ = true;
+    cv_.notify_all();
+  }
+
+protected:
+  Error free(DeviceLocation location) override {
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      if (held_ && *held_ == location) {
+        held_.reset();
+        holding_ = true;
+        cv_.notify_all();
+        cv_.wait(lock, [&] { return letGo_; });
+      }
+    }
+    return FakeDevice::free(location);
+  }
+
+private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::optional<DeviceLocation> held_;
+  bool holding_ = false;
+  bool letGo_ = false;
+};
+
+TEST(FakeDevice, ALocationItsRecordIsReleasingIsNoProgramsToFree) {
+  // A tensor took over a raw location; its read-back releases it. While
+  // the device frees it, a program's releaseDeviceMemory of it must be
+  // refused: in program order the location went with the release, and
+  // letting the free through frees it twice (the framework once
+  // unregistered the location before freeing it).
+  HoldsOneFree d;
+  ASSERT_FALSE(d.init());
+  Tensor t(ElemKind::Float32, {64}, "t");
+  Expected<DeviceLocation> location = d.allocateDeviceMemory(t.sizeInBytes());
+  ASSERT_TRUE(location);
+  ASSERT_FALSE(transferToDeviceSync(d, t, *location));
+  d.holdFreeOf(*location);
+  Error released = Error::success();
+  std::thread readBack(
+      [&] { released = transferFromDeviceSync(d, t, /*release=*/true); });
+  d.waitUntilHeld();
+  Error e = d.releaseDeviceMemory(*location);
+  d.letGo();
+  readBack.join();
+  ASSERT_TRUE(e) << "a free of a location its record is releasing succeeded";
+  EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+  EXPECT_NE(e.message().find("released since"), std::string::npos)
+      << e.toString();
+  EXPECT_FALSE(released) << released.toString();
+  EXPECT_TRUE(d.takeBackgroundErrors().empty());
+  EXPECT_EQ(d.usedMemory(), 0u);
+  EXPECT_EQ(t.residencySnapshot().state, ResidencyState::Host);
+  // Gone for good: freeing it now is refused by the device.
+  EXPECT_TRUE(d.releaseDeviceMemory(*location));
+}
+
 TEST(FakeDevice, ShutdownFromACompletionOnTheWorkerDoesNotDeadlock) {
   auto d = makeFake({{"async", "1"}});
   Tensor t(ElemKind::Float32, {4}, "t");
@@ -699,6 +773,60 @@ Function scaleBy2(const char *name, const char *from, const char *to) {
   fn.addPlaceholder(from, type).addPlaceholder(to, type);
   fn.addNode(Node{OpKind::Scale, {from}, to, 2.0f});
   return fn;
+}
+
+/// An asynchronous fake device whose uploads never complete on their own:
+/// they stay pending until a shutdown abandons them.
+class UploadsNeverComplete final : public FakeDevice {
+public:
+  UploadsNeverComplete() : FakeDevice(DeviceConfig{}) {}
+  ~UploadsNeverComplete() override { shutdown(); }
+  Capabilities capabilities() const override {
+    Capabilities caps = FakeDevice::capabilities();
+    caps.asynchronousCompletion = true;
+    return caps;
+  }
+
+protected:
+  void copyToDevice(DeviceLocation, const std::byte *, uint64_t,
+                    CompletionCallback done) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    held_.push_back(std::move(done));
+  }
+  void shutdownBackend() override {
+    FakeDevice::shutdownBackend();
+    // Dropped uncalled: the framework calls back what a shutdown abandons.
+    std::lock_guard<std::mutex> lock(mutex_);
+    held_.clear();
+  }
+
+private:
+  std::mutex mutex_;
+  std::vector<CompletionCallback> held_;
+};
+
+TEST(FakeDevice, AnOperationAShutdownAbandonsHearsOfItAfterTheNetworksWent) {
+  // A shutdown is one step: a program that hears of its pending
+  // operation's end (DeviceLost) must meet a device without networks, not
+  // evict or run one the shutdown is about to drop (semantics, section 6).
+  UploadsNeverComplete device;
+  ASSERT_FALSE(device.init());
+  ASSERT_FALSE(addNetworkSync(device, scaleBy2("n", "a", "b")));
+  Tensor t(ElemKind::Float32, {4}, "t");
+  std::optional<Error> heard;
+  bool networkStillThere = true;
+  device.transferToDevice(t, std::nullopt, [&](Error e) {
+    heard = std::move(e);
+    networkStillThere = device.hasNetwork("n");
+  });
+  ASSERT_FALSE(heard.has_value()) << "the upload completed on its own";
+  device.shutdown();
+  ASSERT_TRUE(heard.has_value());
+  EXPECT_EQ(heard->code(), ErrorCode::DeviceLost) << heard->toString();
+  EXPECT_FALSE(networkStillThere)
+      << "the abandoned upload was called back while the device still held "
+         "its network";
+  EXPECT_EQ(t.residencySnapshot().state, ResidencyState::Host);
 }
 
 /// Two dependent runs (a -> b, then b -> a) on resident a and b, the second

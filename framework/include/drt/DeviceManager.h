@@ -227,6 +227,11 @@ private:
                         DeviceLocation location);
   void unregisterResident(const TensorStorage *storage,
                           DeviceLocation location);
+  /// Frees \p location, the device copy of \p storage that its record has
+  /// just let go, and then unregisters it: while the device frees it, a
+  /// program's releaseDeviceMemory of it is refused, as in program order
+  /// the location is already gone.
+  Error releaseResident(DeviceLocation location, const TensorStorage &storage);
   void noteBackgroundError(Error error);
   Error releaseFromRecord(DeviceLocation location,
                           const TensorStorage &storage);
@@ -264,6 +269,9 @@ private:
   struct Resident {
     const TensorStorage *storage;
     std::weak_ptr<TensorStorage> weak;
+    /// The record has let the location go and the device is freeing it
+    /// (releaseResident): no record's any more, and no program's either.
+    bool releasing = false;
   };
 
   mutable std::mutex mutex_;
