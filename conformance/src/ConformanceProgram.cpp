@@ -48,7 +48,7 @@ const char *Usage =
     "Runs the residency conformance properties on each backend, in each of\n"
     "the configurations its parameters declare worth testing (--list shows\n"
     "them). Each property runs cases for --time-budget seconds (default 1;\n"
-    "at least 10 cases; parallel twice and concurrent-records four times\n"
+    "at least 10 cases; parallel twice and concurrent-records six times\n"
     "that, their bugs being races), or exactly --cases N cases, spread over\n"
     "the configurations. --param KEY=VALUE (or BACKEND:KEY=VALUE for one "
     "backend)\n"

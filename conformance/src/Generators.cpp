@@ -2198,6 +2198,59 @@ void ScenarioGenerator::addParallelBlock(
       }
     }
   }
+  // The device the shutdown takes down, holding a record of tens of MiB
+  // that another branch reads back first
+  // (GeneratorProfile::longCopyBesideShutdownPercent).
+  std::optional<std::string> shutdownDevice;
+  if (shutdownBranch && profile_.longCopyBesideShutdownPercent &&
+      !liveDevices.empty() && steps >= s.commands.size() + 2 + branches &&
+      rng.percent(profile_.longCopyBesideShutdownPercent)) {
+    auto [least, most] = profile_.longCopyBytes;
+    uint64_t bytes = (least + rng.below(most - least + 1)) / 4 * 4;
+    uint64_t live = 0;
+    for (const auto &[id, r] : model.records())
+      live += r.bytes;
+    // Within the scenario's bound on live bytes, like any other tensor.
+    if (bytes >= 4 && live + bytes <= profile_.space.maxLiveBytes) {
+      std::string device = liveDevices[rng.below(liveDevices.size())];
+      std::string name =
+          create("long_copy", ElemKind::Float32, {size_t(bytes / 4)});
+      Command up;
+      up.kind = CommandKind::ToDevice;
+      up.target = name;
+      up.device = device;
+      append(up);
+      if (s.commands.back().expect == Outcome::ok()) {
+        size_t b = (shutdownBranch + rng.below(branches - 1)) % branches;
+        Command back;
+        back.kind = CommandKind::FromDevice;
+        back.branch = int(b + 1);
+        back.target = name;
+        back.device = device;
+        back.release = rng.percent(50);
+        targets[b].push_back(name);
+        firsts[b] = std::move(back);
+        shutdownDevice = device;
+        // The shutdown branch first moves a record of its own to another
+        // device, tens of microseconds, so that the copy is under way when
+        // the shutdown comes: one issued at once often reaches the device
+        // before the copy starts, and a device's queue drops what has not.
+        std::vector<std::string> others;
+        for (const std::string &d : liveDevices)
+          if (d != device)
+            others.push_back(d);
+        std::vector<std::string> &own = targets[shutdownBranch - 1];
+        if (!others.empty() && !own.empty()) {
+          Command move;
+          move.kind = CommandKind::ToDevice;
+          move.branch = int(shutdownBranch);
+          move.target = own[rng.below(own.size())];
+          move.device = others[rng.below(others.size())];
+          firsts[shutdownBranch - 1] = std::move(move);
+        }
+      }
+    }
+  }
   // A run a branch can make: of a network each placeholder of which it
   // binds to a tensor of its own. A network runs in one branch at most:
   // its context belongs to that branch.
@@ -2299,9 +2352,19 @@ void ScenarioGenerator::addParallelBlock(
     size_t left = steps - s.commands.size() - (branches - b);
     size_t length =
         std::min(size_t(rng.between(1, profile_.branchLength)), left);
+    // Room for the shutdown after the command that comes first.
+    if (b == shutdownBranch && firsts[b - 1]) {
+      length = std::min<size_t>(std::max<size_t>(length, 2), left);
+      if (length < 2)
+        firsts[b - 1].reset();
+    }
     // The shutdown takes one of the branch's places, often after a
     // command of its own, so that the others' transfers are under way.
-    size_t shutdownAt = b == shutdownBranch ? rng.below(length) : length;
+    // Beside a long copy, right after the branch's first command: the
+    // copy, which the other branch issues first, is then under way.
+    size_t shutdownAt = b != shutdownBranch ? length
+                        : shutdownDevice    ? std::min<size_t>(1, length - 1)
+                                            : rng.below(length);
     // Half the time the fault is planned first: the branches start
     // together, so the operation it strikes is submitted while the others'
     // first operations are still in flight, their completions undelivered.
@@ -2324,7 +2387,9 @@ void ScenarioGenerator::addParallelBlock(
         c.kind =
             k == shutdownAt ? CommandKind::Shutdown : CommandKind::InjectFault;
         c.branch = int(b);
-        c.device = devices[rng.below(devices.size())];
+        c.device = c.kind == CommandKind::Shutdown && shutdownDevice
+                       ? *shutdownDevice
+                       : devices[rng.below(devices.size())];
         // Where both fall on one place, the shutdown takes it.
         if (c.kind == CommandKind::InjectFault)
           c.fault = fault;

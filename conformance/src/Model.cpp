@@ -8,6 +8,7 @@
 #include "drt/conformance/Model.h"
 
 #include "ElementArithmetic.h"
+#include "drt/HostMemory.h"
 #include "drt/conformance/ScenarioText.h"
 
 #include <algorithm>
@@ -66,10 +67,20 @@ size_t ModelTensor::numElements() const {
 
 size_t ModelTensor::bytes() const { return numElements() * elemSize(kind); }
 
+namespace {
+/// \p size bytes, on huge pages where they come from a mapping of their own.
+std::shared_ptr<uint8_t[]> freshBytes(size_t size) {
+  std::shared_ptr<uint8_t[]> bytes =
+      std::make_shared_for_overwrite<uint8_t[]>(size);
+  if (size >= MappedAllocationBytes)
+    adviseHugePages(bytes.get(), size);
+  return bytes;
+}
+} // namespace
+
 std::span<uint8_t> RecordBytes::mutableBytes() {
   if (data_.use_count() > 1) {
-    std::shared_ptr<uint8_t[]> own =
-        std::make_shared_for_overwrite<uint8_t[]>(size_);
+    std::shared_ptr<uint8_t[]> own = freshBytes(size_);
     std::memcpy(own.get(), data_.get(), size_);
     data_ = std::move(own);
   }
@@ -77,7 +88,7 @@ std::span<uint8_t> RecordBytes::mutableBytes() {
 }
 
 std::span<uint8_t> RecordBytes::makeForOverwrite(size_t size) {
-  data_ = std::make_shared_for_overwrite<uint8_t[]>(size);
+  data_ = freshBytes(size);
   size_ = size;
   return {data_.get(), size_};
 }

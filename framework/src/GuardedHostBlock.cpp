@@ -1,5 +1,6 @@
 //===- GuardedHostBlock.cpp - Host blocks between no-access pages ---------===//
 #include "GuardedHostBlock.h"
+#include "drt/HostMemory.h"
 
 #include <algorithm>
 #include <bit>
@@ -130,6 +131,21 @@ bool setAccessible(Mapping &m, size_t accessible) {
 
 } // namespace
 
+void adviseHugePages(void *data, size_t bytes) noexcept {
+#ifdef MADV_HUGEPAGE
+  constexpr uintptr_t Huge = uintptr_t(2) << 20;
+  uintptr_t begin =
+      (reinterpret_cast<uintptr_t>(data) + Huge - 1) & ~(Huge - 1);
+  uintptr_t end = (reinterpret_cast<uintptr_t>(data) + bytes) & ~(Huge - 1);
+  // Advice only: where the system declines it, pages stay small.
+  if (end > begin)
+    (void)madvise(reinterpret_cast<void *>(begin), end - begin, MADV_HUGEPAGE);
+#else
+  (void)data;
+  (void)bytes;
+#endif
+}
+
 GuardedHostBlock allocateGuardedHostBlock(size_t bytes, size_t guard) {
   size_t accessible = roundUpToPages(bytes + 2 * guard);
   // Capacities are powers of two, so that a freed mapping serves every
@@ -147,6 +163,7 @@ GuardedHostBlock allocateGuardedHostBlock(size_t bytes, size_t guard) {
     if (mapped == MAP_FAILED)
       return {};
     m = {static_cast<std::byte *>(mapped), capacity, 0};
+    adviseHugePages(m.start + farGuardBytes(capacity), capacity);
   }
   // The block's pages end where the capacity ends, so that the far guard
   // after them is the same whatever the block's size.

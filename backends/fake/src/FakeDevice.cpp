@@ -2,6 +2,7 @@
 #include "drt/fake/FakeDevice.h"
 
 #include "drt/BackendRegistry.h"
+#include "drt/HostMemory.h"
 
 #include <unistd.h>
 #ifdef __linux__
@@ -268,6 +269,8 @@ Expected<DeviceLocation> FakeDevice::allocate(uint64_t bytes) {
                                                  "simulated allocation of " +
                                                  std::to_string(bytes) +
                                                  " bytes");
+  if (bytes >= MappedAllocationBytes)
+    adviseHugePages(allocation.data.get(), bytes);
   DeviceLocation loc = table_.insert(std::move(allocation));
   if (loc.isNull())
     return makeError(ErrorCode::OutOfMemory,

@@ -72,6 +72,20 @@ inline constexpr unsigned char StaleHostByte = 0xcd;
 /// True while a HostGuardScope is alive on any thread.
 bool hostGuardsEnabled();
 
+/// Blocks of at least this many bytes come from a mapping of their own in
+/// glibc's malloc, whatever its settings (the largest threshold it allows),
+/// so that their pages are fresh, and faulted in one by one as first
+/// touched, every time.
+inline constexpr size_t MappedAllocationBytes = size_t(32) << 20;
+
+/// Asks the system to back the whole 2 MiB pages inside [data, data + bytes)
+/// with huge pages (Linux's transparent huge pages, where they are enabled
+/// for madvise): first touching a large block then costs a fault for every
+/// 2 MiB instead of every 4 KiB, which on virtual machines is most of a
+/// large scenario's time. For memory not yet touched, from a mapping of its
+/// own; does nothing where the system has no such advice.
+void adviseHugePages(void *data, size_t bytes) noexcept;
+
 } // namespace drt
 
 #endif // DRT_HOSTMEMORY_H

@@ -126,6 +126,16 @@ struct GeneratorProfile {
   /// among its commands, while the others move records on it: such a block
   /// runs no network (validateScenario).
   unsigned branchShutdownPercent = 0;
+  /// Percent of the blocks with a shutdown in which the shutdown takes down
+  /// a device that holds a fresh record of longCopyBytes, which another
+  /// branch reads back first: the copy is under way for milliseconds when
+  /// the device goes, so that a backend that frees its memory without
+  /// waiting for its copies (which large blocks, unmapped when freed, turn
+  /// into a crash) shows. 0: none.
+  unsigned longCopyBesideShutdownPercent = 0;
+  /// The size range of that record, in bytes.
+  std::pair<uint64_t, uint64_t> longCopyBytes = {uint64_t(32) << 20,
+                                                 uint64_t(64) << 20};
   /// Percent of parallel blocks in which one branch plans a fault (any
   /// site, nth 1 to 3, DeviceError or OutOfMemory) among its commands, so
   /// that which of the others' operations it strikes is the interleaving's
