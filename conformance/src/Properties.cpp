@@ -4,7 +4,6 @@
 #include "drt/conformance/ChoiceSource.h"
 
 #include "drt/BackendRegistry.h"
-#include "drt/HostMemory.h"
 #include "drt/conformance/Configuration.h"
 #include "drt/conformance/Runner.h"
 #include "drt/conformance/ScenarioText.h"
@@ -482,8 +481,7 @@ std::vector<PropertyFamily> makeFamilies() {
           // such blocks with 8 MiB). The live bytes allow that record
           // beside the input space's 24 MiB.
           p.longCopyBesideShutdownPercent = 5;
-          p.longCopyBytes = {MappedAllocationBytes + 4, uint64_t(48) << 20};
-          p.space.maxLiveBytes += uint64_t(48) << 20;
+          p.space.maxLiveBytes += p.longCopyBytes.second;
           p.branchFaultPercent = 15;
           // Two uploads at once that a device's budget fits one of: its
           // allocator's check and its accounting must be one step.

@@ -33,6 +33,34 @@ std::unique_ptr<FakeDevice> makeFake(std::map<std::string, std::string> params,
   return d;
 }
 
+/// Where a device's hook stops until the test opens it; the test can wait
+/// for the hook to get there.
+class Gate {
+public:
+  /// For the hook: says it has arrived, then waits until the gate opens.
+  void arriveAndWait() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    arrived_ = true;
+    changed_.notify_all();
+    changed_.wait(lock, [&] { return open_; });
+  }
+  /// Returns once a hook has arrived.
+  void waitForArrival() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [&] { return arrived_; });
+  }
+  void open() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    open_ = true;
+    changed_.notify_all();
+  }
+
+private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool arrived_ = false, open_ = false;
+};
+
 /// Expects \p device to hold exactly one background error, whose message
 /// contains \p text.
 void expectOneBackgroundError(DeviceManager &device, const std::string &text) {
@@ -516,41 +544,34 @@ TEST(FakeDevice, ADeviceMayGoOnceItsLastOperationHasCompleted) {
 class HoldsOneFree final : public FakeDevice {
 public:
   HoldsOneFree() : FakeDevice(DeviceConfig{}) {}
-  ~HoldsOneFree() override { shutdown(); }
+  ~HoldsOneFree() override {
+    gate.open();
+    shutdown();
+  }
   void holdFreeOf(DeviceLocation location) {
     std::lock_guard<std::mutex> lock(mutex_);
     held_ = location;
   }
-  void waitUntilHeld() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    cv_.wait(lock, [&] { return holding_; });
-  }
-  void letGo() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    letGo_ = true;
-    cv_.notify_all();
-  }
+  /// Where the free of that location waits.
+  Gate gate;
 
 protected:
   Error free(DeviceLocation location) override {
+    bool hold;
     {
-      std::unique_lock<std::mutex> lock(mutex_);
-      if (held_ && *held_ == location) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      hold = held_ && *held_ == location;
+      if (hold)
         held_.reset();
-        holding_ = true;
-        cv_.notify_all();
-        cv_.wait(lock, [&] { return letGo_; });
-      }
     }
+    if (hold)
+      gate.arriveAndWait();
     return FakeDevice::free(location);
   }
 
 private:
   std::mutex mutex_;
-  std::condition_variable cv_;
   std::optional<DeviceLocation> held_;
-  bool holding_ = false;
-  bool letGo_ = false;
 };
 
 TEST(FakeDevice, ALocationItsRecordIsReleasingIsNoProgramsToFree) {
@@ -569,9 +590,9 @@ TEST(FakeDevice, ALocationItsRecordIsReleasingIsNoProgramsToFree) {
   Error released = Error::success();
   std::thread readBack(
       [&] { released = transferFromDeviceSync(d, t, /*release=*/true); });
-  d.waitUntilHeld();
+  d.gate.waitForArrival();
   Error e = d.releaseDeviceMemory(*location);
-  d.letGo();
+  d.gate.open();
   readBack.join();
   ASSERT_TRUE(e) << "a free of a location its record is releasing succeeded";
   EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
@@ -619,29 +640,15 @@ class GatedShutdown final : public FakeDevice {
 public:
   GatedShutdown() : FakeDevice(config()) {}
   ~GatedShutdown() override {
-    open();
+    gate.open();
     shutdown();
   }
-  /// Returns once a shutdown has reached the gate.
-  void waitForShutdownAtGate() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    changed_.wait(lock, [&] { return atGate_; });
-  }
-  void open() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      open_ = true;
-    }
-    changed_.notify_all();
-  }
+  /// Where the shutdown waits.
+  Gate gate;
 
 protected:
   void shutdownBackend() override {
-    std::unique_lock<std::mutex> lock(mutex_);
-    atGate_ = true;
-    changed_.notify_all();
-    changed_.wait(lock, [&] { return open_; });
-    lock.unlock();
+    gate.arriveAndWait();
     FakeDevice::shutdownBackend();
   }
 
@@ -651,9 +658,6 @@ private:
     c.name = "gated-shutdown";
     return c;
   }
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  bool atGate_ = false, open_ = false;
 };
 } // namespace
 
@@ -678,7 +682,7 @@ TEST(FakeDevice, AShutdownUnderWayShowsNoRecordAsItWas) {
   ASSERT_FALSE(
       transferFromDeviceSync(device, lookedMirrored, /*release=*/false));
   std::thread stopper([&] { device.shutdown(); });
-  device.waitForShutdownAtGate();
+  device.gate.waitForArrival();
   // An observation alone, before any operation waits on the records, shows
   // them as the shutdown leaves them.
   EXPECT_EQ(looked.residencySnapshot().state, ResidencyState::Lost);
@@ -695,7 +699,7 @@ TEST(FakeDevice, AShutdownUnderWayShowsNoRecordAsItWas) {
   // of the device.
   mirrored.mutableHostBytes()[0] = std::byte{1};
   EXPECT_EQ(mirrored.residencySnapshot().state, ResidencyState::Host);
-  device.open();
+  device.gate.open();
   stopper.join();
   EXPECT_EQ(device.usedMemory(), 0u);
   EXPECT_TRUE(device.takeBackgroundErrors().empty());

@@ -13,6 +13,7 @@
 #ifndef DRT_CONFORMANCE_GENERATORS_H
 #define DRT_CONFORMANCE_GENERATORS_H
 
+#include "drt/HostMemory.h"
 #include "drt/conformance/ChoiceSource.h"
 #include "drt/conformance/InputSpace.h"
 #include "drt/conformance/Model.h"
@@ -133,9 +134,10 @@ struct GeneratorProfile {
   /// waiting for its copies (which large blocks, unmapped when freed, turn
   /// into a crash) shows. 0: none.
   unsigned longCopyBesideShutdownPercent = 0;
-  /// The size range of that record, in bytes.
-  std::pair<uint64_t, uint64_t> longCopyBytes = {uint64_t(32) << 20,
-                                                 uint64_t(64) << 20};
+  /// The size range of that record, in bytes: past MappedAllocationBytes,
+  /// so that a device whose memory comes from malloc unmaps it when freed.
+  std::pair<uint64_t, uint64_t> longCopyBytes = {MappedAllocationBytes + 4,
+                                                 uint64_t(48) << 20};
   /// Percent of parallel blocks in which one branch plans a fault (any
   /// site, nth 1 to 3, DeviceError or OutOfMemory) among its commands, so
   /// that which of the others' operations it strikes is the interleaving's
