@@ -766,6 +766,17 @@ const std::vector<BackendParameter> &openCLParameters() {
         {300});
     driverDelay.testedWith = {{"pinned-staging", "1"},
                               {"staging-min-bytes", "0"}};
+    // Tested alone, over the default paths, and with the other parameters
+    // in the combined configurations: a race between the backend's threads
+    // shows when one thread's code between two calls meets another's, a
+    // window of microseconds where each call takes one.
+    BackendParameter driverJitter = BackendParameter::unsignedInRange(
+        "driver-jitter-us", 0, 0, 100000,
+        "each OpenCL call first holds its calling thread for up to this many "
+        "microseconds (three calls in four, a random time each), yielding "
+        "to the other threads, as a driver whose calls take their time; "
+        "for testing (0: none)",
+        {50});
     // The floor below which staging-min-chunks splits no further. Tested at
     // two pages, with 4 chunks, so that a transfer of 32 KiB or more already
     // moves in chunks smaller than its staging buffer, at their own
@@ -832,6 +843,7 @@ const std::vector<BackendParameter> &openCLParameters() {
             "CALL:NTH:STATUS[,...] (clCreateBuffer:2:CL_OUT_OF_RESOURCES); "
             "for testing error paths"),
         driverDelay,
+        driverJitter,
         stagingChunk,
         stagingThreads,
         stagingMinChunks,
@@ -896,6 +908,9 @@ Error OpenCLDeviceManager::init() {
     for (const DriverFault &f : *planned)
       s.driver.plan(f);
   }
+  if (Expected<uint64_t> jitter = config().uintParameter("driver-jitter-us", 0);
+      *jitter)
+    s.driver.jitterCalls(std::chrono::microseconds(*jitter));
   Expected<SelectedDevice> selected = selectDevice(s.driver, config());
   if (!selected)
     return selected.takeError();

@@ -9,7 +9,9 @@
 // drives the backend's own error paths with what a real driver returns.
 // The fast path, with no fault planned, is one relaxed atomic load and one
 // relaxed increment. With delayCommands() (the `driver-delay-us` parameter),
-// each transfer, copy and kernel waits for a CommandDelay's gate first.
+// each transfer, copy and kernel waits for a CommandDelay's gate first; with
+// jitterCalls() (`driver-jitter-us`), every call first holds its calling
+// thread for a random moment.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DRT_OPENCL_OPENCLDRIVER_H
@@ -22,9 +24,13 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <random>
+#include <thread>
 #include <vector>
 
 namespace drt::opencl {
@@ -41,6 +47,8 @@ public:
   /// Counts one call of \p call; the status it must fail with when a
   /// planned fault strikes it, else nullopt.
   std::optional<cl_int> strike(OpenCLCall call) {
+    if (jitterUs_)
+      holdCallingThread();
     calls_[size_t(call)].fetch_add(1, std::memory_order_relaxed);
     if (!armed_.load(std::memory_order_relaxed))
       return std::nullopt;
@@ -74,6 +82,16 @@ public:
   /// (CommandDelay). Called before any command is enqueued.
   void delayCommands(std::chrono::microseconds most) {
     delay_ = std::make_unique<CommandDelay>(most);
+  }
+
+  /// From now on, holds the calling thread of every call for a random time
+  /// of up to \p most first, yielding to the other threads meanwhile, as a
+  /// driver whose calls take their time: the backend's code between two
+  /// calls meets other threads' calls far more often than when each takes
+  /// a microsecond. Called before the first call init() makes after
+  /// choosing its parameters.
+  void jitterCalls(std::chrono::microseconds most) {
+    jitterUs_ = uint64_t(most.count());
   }
 
   /// Device-to-device copies enqueued so far (see enqueueCopyBuffer).
@@ -275,6 +293,22 @@ public:
   }
 
 private:
+  /// A quarter of the calls go at once; the others wait from a
+  /// microsecond to jitterUs_, yielding the processor while they wait
+  /// (sleeping would add the kernel's timer slack, about 50 us, to each).
+  void holdCallingThread() {
+    thread_local std::minstd_rand random(
+        uint32_t(std::hash<std::thread::id>{}(std::this_thread::get_id()) | 1));
+    uint64_t draw = random();
+    if (draw % 4 == 0)
+      return;
+    auto until = std::chrono::steady_clock::now() +
+                 std::chrono::microseconds(1 + (draw >> 2) % jitterUs_);
+    do
+      std::this_thread::yield();
+    while (std::chrono::steady_clock::now() < until);
+  }
+
   template <typename T> static T failed(cl_int *rc, cl_int status) {
     if (rc)
       *rc = status;
@@ -310,6 +344,7 @@ private:
   std::array<std::atomic<uint64_t>, NumOpenCLCalls> calls_{};
   std::atomic<uint64_t> deviceCopies_{0};
   std::unique_ptr<CommandDelay> delay_;
+  uint64_t jitterUs_ = 0;
 };
 
 } // namespace drt::opencl
