@@ -330,10 +330,10 @@ std::variant<DecodedInput, Rejection> decodeText(std::string_view text,
   return out;
 }
 
-} // namespace
-
+/// decodeInput, with a choices input's expectations set from the reference
+/// model only where \p annotate says so.
 std::variant<DecodedInput, Rejection>
-decodeInput(std::span<const uint8_t> input, const FuzzSetup &setup) {
+decode(std::span<const uint8_t> input, const FuzzSetup &setup, bool annotate) {
   if (!input.empty() && input[0] == '#')
     return decodeText(
         std::string_view(reinterpret_cast<const char *>(input.data()),
@@ -349,13 +349,20 @@ decodeInput(std::span<const uint8_t> input, const FuzzSetup &setup) {
   DecodedInput out;
   out.family = chosen.family;
   out.configuration = configurationName(chosen.parameters);
-  out.scenario = annotateExpectations(
-      withDeviceParameters(configureScenario(chosen.generator.generate(
-                                                 choices, setup.maxCommands),
-                                             setup.backend, chosen.parameters),
-                           setup),
-      setup.backend);
+  out.scenario = withDeviceParameters(
+      configureScenario(chosen.generator.generate(choices, setup.maxCommands),
+                        setup.backend, chosen.parameters),
+      setup);
+  if (annotate)
+    out.scenario = annotateExpectations(out.scenario, setup.backend);
   return out;
+}
+
+} // namespace
+
+std::variant<DecodedInput, Rejection>
+decodeInput(std::span<const uint8_t> input, const FuzzSetup &setup) {
+  return decode(input, setup, true);
 }
 
 std::string encodeSeed(const Scenario &scenario, std::string_view origin) {
@@ -376,7 +383,10 @@ std::string Finding::report() const {
 InputCheck checkScenarioInput(std::span<const uint8_t> input,
                               const FuzzSetup &setup) {
   InputCheck check;
-  std::variant<DecodedInput, Rejection> decoded = decodeInput(input, setup);
+  // A choices input's expectations would be the outcomes of the model the
+  // runner holds every step to: set only in a finding, which is reported
+  // and converted with them.
+  std::variant<DecodedInput, Rejection> decoded = decode(input, setup, false);
   if (auto *r = std::get_if<Rejection>(&decoded)) {
     check.rejected = std::move(*r);
     return check;
@@ -401,8 +411,11 @@ InputCheck checkScenarioInput(std::span<const uint8_t> input,
         Rejection{"the backend refuses the devices: " + result.setupError};
     return check;
   }
-  if (!result.passed())
-    check.finding = Finding{std::move(in), std::move(result)};
+  if (result.passed())
+    return check;
+  if (in.form == DecodedInput::Form::Choices)
+    in.scenario = annotateExpectations(in.scenario, setup.backend);
+  check.finding = Finding{std::move(in), std::move(result)};
   return check;
 }
 
