@@ -160,6 +160,9 @@ void list() {
         if (!p.testedWith.empty())
           std::cout << " (with " << configurationName(p.testedWith) << ")";
       }
+      if (!p.widensRacesWith.empty())
+        std::cout << "; widens race windows at " << p.widensRacesWith
+                  << " (half the concurrency families' cases)";
       std::cout << "\n";
     }
     auto configurations =

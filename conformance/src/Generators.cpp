@@ -1863,6 +1863,11 @@ ScenarioGenerator::generate(ChoiceSource &rng, size_t steps,
     for (DeviceSpec &d : s.devices)
       d.parameters.insert(profile_.fanInDeviceParameters.begin(),
                           profile_.fanInDeviceParameters.end());
+  if (!profile_.raceWideningParameters.empty() &&
+      rng.percent(profile_.raceWideningPercent))
+    for (DeviceSpec &d : s.devices)
+      d.parameters.insert(profile_.raceWideningParameters.begin(),
+                          profile_.raceWideningParameters.end());
   if (profile_.drawBudgets)
     for (DeviceSpec &d : s.devices)
       d.budget = drawBudget(rng, profile_.space);

@@ -429,6 +429,9 @@ std::vector<PropertyFamily> makeFamilies() {
           p.fanInPercent = 50;
           p.fanInDeviceParameters = {{"fake:max-delay-us", "3000"},
                                      {"opencl:driver-delay-us", "3000"}};
+          // Half the cases with the backend's race windows widened
+          // (BackendParameter::widensRacesWith).
+          p.raceWideningPercent = 50;
           return p;
         },
         // Whether branches overlap in time is the machine's doing, not the
@@ -486,6 +489,7 @@ std::vector<PropertyFamily> makeFamilies() {
           // Two uploads at once that a device's budget fits one of: its
           // allocator's check and its accounting must be one step.
           p.contendedBudgetPercent = 25;
+          p.raceWideningPercent = 50;
           return p;
         },
         {"parallel-block", "linearized"}};
@@ -1132,6 +1136,18 @@ runPropertyInConfigurations(const PropertyFamily &family,
       with[p.first.substr(prefix.size())] = p.second;
       return !unsupportedConfiguration(options.backend, with).empty();
     });
+    // The backend's own ways of widening race windows, in the
+    // configurations that leave them unset (and can have them).
+    if (configured.raceWideningPercent)
+      for (const BackendParameter &p : info->parameters) {
+        if (p.widensRacesWith.empty() || configurations[i].count(p.name))
+          continue;
+        ParameterMap with = configurations[i];
+        with[p.name] = p.widensRacesWith;
+        if (unsupportedConfiguration(options.backend, with).empty())
+          configured.raceWideningParameters[options.backend + ":" + p.name] =
+              p.widensRacesWith;
+      }
     configured.defaultMaximumMemory = traits.maximumMemory;
     row.generator.emplace(configured, *caps);
     active.push_back(&row);

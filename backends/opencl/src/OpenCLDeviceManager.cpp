@@ -777,6 +777,9 @@ const std::vector<BackendParameter> &openCLParameters() {
         "to the other threads, as a driver whose calls take their time; "
         "for testing (0: none)",
         {50});
+    // The suite's concurrency families set it in half their cases of the
+    // other configurations too.
+    driverJitter.widensRacesWith = "50";
     // The floor below which staging-min-chunks splits no further. Tested at
     // two pages, with 4 chunks, so that a transfer of 32 KiB or more already
     // moves in chunks smaller than its staging buffer, at their own

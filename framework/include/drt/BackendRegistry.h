@@ -71,6 +71,14 @@ struct BackendParameter {
   /// The parameter seeds the backend's own random choices: the conformance
   /// suite sets it from the run's seed, so that --seed varies them too.
   bool seedsRandomness = false;
+  /// A value of the parameter that widens the windows in which the
+  /// backend's threads can race (each driver call delayed a random moment,
+  /// say), for testing; empty for none. The conformance suite's concurrency
+  /// families set it on the devices of half their cases, in every
+  /// configuration that leaves the parameter unset, so that a race is
+  /// looked for with the windows wide on every path the configurations
+  /// sweep, not only in a configuration of its own.
+  std::string widensRacesWith;
   /// Why a Boolean, Unsigned or Choice parameter is tested at its default
   /// only (it selects hardware rather than changing how the backend works,
   /// say); empty for one a conformance run sweeps. A value no run tests is

@@ -175,6 +175,12 @@ struct GeneratorProfile {
   /// keep its holding operation in flight long enough for the waiters to
   /// arrive ("BACKEND:KEY" reaches that backend's devices only).
   std::map<std::string, std::string> fanInDeviceParameters;
+  /// Percent of scenarios whose devices get raceWideningParameters (drawn
+  /// only where there are some). 0: none.
+  unsigned raceWideningPercent = 0;
+  /// Parameters that widen the windows in which the backend's threads race
+  /// (BackendParameter::widensRacesWith), "BACKEND:KEY" to value.
+  std::map<std::string, std::string> raceWideningParameters;
   /// When set, each device's budget is drawn relative to the sizes the
   /// scenario allocates (exact fits and one-byte misses happen), replacing
   /// the budgets in `devices`.
