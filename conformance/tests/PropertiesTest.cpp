@@ -501,6 +501,57 @@ TEST(Properties, ADeviceThatDeclaresOtherCapabilitiesThanItsBackendFails) {
       << rows[1].reason;
 }
 
+namespace {
+/// Devices the race-widening test backend made, with the parameter's
+/// widening value and without it.
+std::atomic<int> widenedDevices{0}, plainDevices{0};
+} // namespace
+
+TEST(Properties, ConcurrencyFamiliesWidenRaceWindowsInHalfTheirCases) {
+  // A fake device whose max-delay-us declares 7 as its widening value:
+  // parallel sets it on the devices of about half its cases, except in a
+  // configuration that sets the parameter itself.
+  BackendInfo info = fake::fakeBackendInfo();
+  info.name = "race-widening-fake";
+  info.testOnly = true;
+  for (BackendParameter &p : info.parameters)
+    if (p.name == "max-delay-us")
+      p.widensRacesWith = "7";
+  info.factory = [](const DeviceConfig &c) {
+    auto it = c.parameters.find("max-delay-us");
+    ++(it != c.parameters.end() && it->second == "7" ? widenedDevices
+                                                     : plainDevices);
+    return fake::fakeBackendInfo().factory(c);
+  };
+  BackendRegistry::instance().add(info);
+  PropertyOptions options;
+  options.backend = "race-widening-fake";
+  options.cases = 40;
+  std::vector<PropertyResult> rows = runPropertyInConfigurations(
+      family("parallel"), options, {{{"async", "1"}}});
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].status, PropertyResult::Status::Passed) << rows[0].reason;
+  int widened = widenedDevices.exchange(0), plain = plainDevices.exchange(0);
+  EXPECT_GT(widened, (widened + plain) / 4)
+      << widened << " of " << widened + plain;
+  EXPECT_LT(widened, (widened + plain) * 3 / 4)
+      << widened << " of " << widened + plain;
+
+  rows = runPropertyInConfigurations(family("parallel"), options,
+                                     {{{"async", "1"}, {"max-delay-us", "3"}}});
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].status, PropertyResult::Status::Passed) << rows[0].reason;
+  EXPECT_EQ(widenedDevices.exchange(0), 0);
+  EXPECT_GT(plainDevices.exchange(0), 40);
+
+  // A family about no races leaves it alone.
+  rows = runPropertyInConfigurations(family("view-sharing"), options,
+                                     {{{"async", "1"}}});
+  EXPECT_EQ(rows[0].status, PropertyResult::Status::Passed) << rows[0].reason;
+  EXPECT_EQ(widenedDevices.exchange(0), 0);
+  EXPECT_GE(plainDevices.exchange(0), 40);
+}
+
 TEST(Properties, SkipsCarryTheirReason) {
   PropertyFamily f = propertyFamilies().front();
   f.skipReason = [](const Capabilities &) {
