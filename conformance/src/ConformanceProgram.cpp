@@ -581,10 +581,13 @@ int run(int argc, char **argv, const ProgramSettings &settings) {
     // asked for by name, else a skip.
     std::string unavailable;
     bool named = false;
+    // The partner runs in its default configuration: --param is not its.
     for (const std::string &name : {b, partner})
       if (!name.empty() && unavailable.empty())
         if (std::string why = unavailableBecause(
-                name, BackendRegistry::parametersFor(name, parameters));
+                name, name == b
+                          ? BackendRegistry::parametersFor(name, parameters)
+                          : ParameterMap{});
             !why.empty()) {
           unavailable = "backend '" + name + "' is unavailable: " + why;
           std::replace(unavailable.begin(), unavailable.end(), '\n', ' ');
