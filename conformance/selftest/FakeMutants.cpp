@@ -747,6 +747,30 @@ private:
   uint64_t kept_ = 0;
 };
 
+/// Shutdown forgets the allocations but keeps their blocks (a pool that is
+/// not emptied): the logical accounting is right, the memory is not freed.
+class ShutdownKeepsPhysicalMemory final : public FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+  ~ShutdownKeepsPhysicalMemory() override { shutdown(); }
+  uint64_t physicalMemoryInUse() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return FakeDevice::physicalMemoryInUse() + kept_;
+  }
+
+protected:
+  void shutdownBackend() override {
+    uint64_t physical = FakeDevice::physicalMemoryInUse();
+    FakeDevice::shutdownBackend();
+    std::lock_guard<std::mutex> lock(mutex_);
+    kept_ = physical;
+  }
+
+private:
+  mutable std::mutex mutex_;
+  uint64_t kept_ = 0;
+};
+
 /// The fake backend's entry (its parameters and capabilities) under the
 /// mutant's name and factory.
 template <typename Mutant>
@@ -837,6 +861,10 @@ DRT_REGISTER_BACKEND(mutant<ReportsPhysicalSize>(
 DRT_REGISTER_BACKEND(mutant<ShutdownKeepsMemory>(
     "shutdown-keeps-memory", "usedMemory() still counts memory dropped by "
                              "shutdown"));
+DRT_REGISTER_BACKEND(mutant<ShutdownKeepsPhysicalMemory>(
+    "shutdown-keeps-physical-memory",
+    "shutdown forgets its allocations but keeps their blocks: "
+    "physicalMemoryInUse() does not return to 0"));
 
 } // namespace
 } // namespace drt::conformance::selftest

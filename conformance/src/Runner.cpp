@@ -1473,12 +1473,19 @@ public:
     ++tensorNamesChanges_;
   }
 
-  /// Physical memory must be back at its baseline after teardown.
+  /// Physical memory must be back at its baseline after teardown, and none
+  /// in use on a device shut down (all its memory is freed, §6).
   std::optional<Difference> physicalChecks() {
     for (const DeviceSpec &spec : scenario_.devices) {
       DeviceManager &d = device(spec.name);
-      if (d.isShutDown())
+      if (d.isShutDown()) {
+        if (uint64_t physical = d.physicalMemoryInUse())
+          return Difference{"physicalMemoryInUse() of device '" + spec.name +
+                                "', shut down, after teardown",
+                            "0 bytes (a shutdown frees all device memory)",
+                            std::to_string(physical) + " bytes"};
         continue;
+      }
       if (d.physicalMemoryInUse() != physicalBaseline_.at(spec.name))
         return Difference{"physicalMemoryInUse() of device '" + spec.name +
                               "' after teardown",
