@@ -79,6 +79,8 @@ public:
       return c;
     }
     gather();
+    if (std::optional<Command> b = burstCommand())
+      return b;
     if (std::optional<Command> a = anchorCommand())
       return a;
     if (faultWanted_ && faultWantedStepsLeft_ <= 0)
@@ -279,6 +281,16 @@ public:
         return nodes;
     }
     return std::vector<NetworkNode>{{OpKind::Add, {"x", "y"}, "o0", 1.0}};
+  }
+
+  /// Tells the drawing how many commands its scenario has room for, so that
+  /// allocation bursts (GeneratorProfile::allocationBursts) find their
+  /// places: the reuse burst in the first half, the pressure burst after.
+  void plan(size_t steps) {
+    if (!p_.allocationBursts || steps < 2000)
+      return;
+    reuseAt_ = steps / 10 + rng_.below(steps * 3 / 10);
+    pressureAt_ = steps / 2 + rng_.below(steps / 10);
   }
 
 private:
@@ -1343,6 +1355,119 @@ private:
     return runFaultCodes_[(*runFaultTurn_)++ % runFaultCodes_.size()];
   }
 
+  /// The next command of an allocation burst under way or due
+  /// (GeneratorProfile::allocationBursts), or nullopt. A burst's commands
+  /// come one after the other, on the first device.
+  std::optional<Command> burstCommand() {
+    ++burstClock_;
+    if (ch_.devices.empty())
+      return std::nullopt;
+    const std::string &dev = *ch_.devices.front();
+    if (m_.devices().at(dev).shutDown) {
+      reuseCyclesLeft_ = 0;
+      reuseStep_ = 0;
+      pressureToAllocate_ = 0;
+      pressureHeld_.clear();
+      return std::nullopt;
+    }
+    auto alloc = [&](uint64_t bytes) {
+      Command c;
+      c.kind = CommandKind::Alloc;
+      c.target = "L" + std::to_string(locationCount_++);
+      c.device = dev;
+      c.bytes = bytes;
+      return c;
+    };
+    auto freeOf = [&](const std::string &name) {
+      Command c;
+      c.kind = CommandKind::Free;
+      c.target = name;
+      c.device = dev;
+      return c;
+    };
+    auto active = [&](const std::string &name) {
+      return m_.activeLocations().count(name) > 0;
+    };
+    if (reuseAt_ && burstClock_ >= *reuseAt_) {
+      reuseAt_.reset();
+      reuseBytes_.reset();
+      reuseCyclesLeft_ = unsigned(
+          rng_.between(p_.reuseBurstCycles.first, p_.reuseBurstCycles.second));
+      reuseSize_ = burstBytes(dev, 64 * 1024);
+      Command c = alloc(reuseSize_);
+      reuseStale_ = c.target;
+      reuseStep_ = 1;
+      return c;
+    }
+    // 1: free the first location; then cycles of 2: allocate its size
+    // again, 3: free the first one (stale), 4: free the new one.
+    while (reuseStep_) {
+      switch (reuseStep_) {
+      case 1:
+        reuseStep_ = 2;
+        if (active(reuseStale_))
+          return freeOf(reuseStale_);
+        reuseStep_ = 0; // Refused: no stale location to name.
+        break;
+      case 2: {
+        if (reuseCyclesLeft_ == 0) {
+          reuseStep_ = 0;
+          break;
+        }
+        --reuseCyclesLeft_;
+        Command c = alloc(reuseSize_);
+        reuseLive_ = c.target;
+        reuseStep_ = 3;
+        return c;
+      }
+      case 3:
+        reuseStep_ = 4;
+        return freeOf(reuseStale_);
+      default:
+        reuseStep_ = 2;
+        if (active(reuseLive_))
+          return freeOf(reuseLive_);
+        break;
+      }
+    }
+    if (pressureAt_ && burstClock_ >= *pressureAt_) {
+      pressureAt_.reset();
+      pressureToAllocate_ =
+          unsigned(rng_.between(p_.pressureBurstAllocations.first,
+                                p_.pressureBurstAllocations.second));
+      pressureSize_ = burstBytes(dev, 16 * 1024);
+    }
+    if (pressureToAllocate_) {
+      --pressureToAllocate_;
+      Command c = alloc(pressureSize_);
+      pressureHeld_.push_back(c.target);
+      return c;
+    }
+    while (!pressureHeld_.empty()) {
+      size_t k = rng_.below(pressureHeld_.size());
+      std::string name = std::move(pressureHeld_[k]);
+      pressureHeld_[k] = std::move(pressureHeld_.back());
+      pressureHeld_.pop_back();
+      if (active(name))
+        return freeOf(name);
+    }
+    return std::nullopt;
+  }
+
+  /// The size of a burst's allocations on \p dev: that of a record resident
+  /// there of at most \p most bytes (its size class), else a small one.
+  uint64_t burstBytes(const std::string &dev, uint64_t most) {
+    std::vector<uint64_t> sizes;
+    for (const auto &[id, r] : m_.records())
+      if (r.device == dev && r.bytes && r.bytes <= most &&
+          (r.state == ResidencyState::Device ||
+           r.state == ResidencyState::Mirrored))
+        sizes.push_back(r.bytes);
+    if (!sizes.empty())
+      return sizes[rng_.below(sizes.size())];
+    return pickBytes(1, 4096);
+  }
+
   /// The next command about anchors (GeneratorProfile::anchorTensors), or
   /// nullopt: each anchor made and uploaded to the first device, then every
   /// anchorReadPeriod commands the one uploaded last read back (released)
@@ -1791,6 +1916,16 @@ private:
   size_t anchorsMade_ = 0;
   std::optional<std::string> anchorUpload_;
   size_t anchorClock_ = 0;
+  /// Allocation bursts (burstCommand): the commands drawn so far, when each
+  /// burst is due, and where each is.
+  size_t burstClock_ = 0;
+  std::optional<size_t> reuseAt_, pressureAt_;
+  unsigned reuseStep_ = 0, reuseCyclesLeft_ = 0;
+  uint64_t reuseSize_ = 0;
+  std::string reuseStale_, reuseLive_;
+  unsigned pressureToAllocate_ = 0;
+  uint64_t pressureSize_ = 0;
+  std::vector<std::string> pressureHeld_;
   /// The next fault's turn among sites and codes, and the next run fault's
   /// among codes (drawn on first use).
   std::optional<uint64_t> faultTurn_;
@@ -1901,6 +2036,7 @@ ScenarioGenerator::generate(ChoiceSource &rng, size_t steps,
     block =
         std::min(steps / 2, size_t(MaxBranches) * (2 + profile_.branchLength));
   size_t sequentialSteps = steps - block;
+  drawing.plan(sequentialSteps);
   // A drawn kind can be impossible in the current state; a few redraws
   // always find one (create is always possible below maxTensors).
   for (size_t attempts = 0; s.commands.size() < sequentialSteps &&

@@ -645,6 +645,9 @@ std::vector<PropertyFamily> makeFamilies() {
           // hold contents someone reads while thousands turn over.
           p.anchorTensors = 3;
           p.anchorReadPeriod = 500;
+          // A slot reused hundreds of times with a stale location named
+          // every cycle, and hundreds of allocations live at once.
+          p.allocationBursts = true;
           p.maxTensors = 16 + 3;
           // Host records are the ones a transfer allocates for.
           p.stateWeights = {8, 2, 2, 1, 1};

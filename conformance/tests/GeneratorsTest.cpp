@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 
 using namespace drt;
@@ -48,6 +49,40 @@ TEST(Generators, ParallelBlocksHaveTwoBranchesOrMore) {
                                    << printScenario(s);
   }
   EXPECT_GE(blocks, seeds * 9 / 10);
+}
+
+TEST(Generators, LongLivedCasesReuseASlotHundredsOfTimesAndHoldHundredsLive) {
+  // Each case of 4,000 steps or more names one stale location 257 times or
+  // more, each time refused, and holds 257 or more raw allocations of one
+  // size live at once on one device: counters of 8 bits wrap in both.
+  const PropertyFamily &longLived = family("long-lived");
+  ScenarioGenerator generator(longLived.profile(), fakeCapabilities());
+  for (uint64_t seed = 0; seed < 4; ++seed) {
+    Scenario s = generator.generate(seed, 4000 + 1000 * seed);
+    std::map<std::string, int> staleFrees;
+    std::map<std::string, uint64_t> live;
+    std::map<uint64_t, size_t> liveOfSize;
+    size_t mostOfOneSize = 0;
+    for (const Command &c : s.commands) {
+      if (c.kind == CommandKind::Alloc && c.expect.kind == Outcome::Kind::Ok) {
+        live[c.target] = c.bytes;
+        mostOfOneSize = std::max(mostOfOneSize, ++liveOfSize[c.bytes]);
+      } else if (c.kind == CommandKind::Free) {
+        if (c.expect.kind == Outcome::Kind::Error &&
+            c.expect.code == ErrorCode::InvalidArgument)
+          ++staleFrees[c.target];
+        else if (auto it = live.find(c.target); it != live.end()) {
+          --liveOfSize[it->second];
+          live.erase(it);
+        }
+      }
+    }
+    int mostStaleFrees = 0;
+    for (const auto &[name, n] : staleFrees)
+      mostStaleFrees = std::max(mostStaleFrees, n);
+    EXPECT_GE(mostStaleFrees, 257) << "seed " << seed;
+    EXPECT_GE(mostOfOneSize, 257u) << "seed " << seed;
+  }
 }
 
 TEST(Generators, ConcurrentRecordsBranchesOwnTheirRecordsAndRunNetworks) {

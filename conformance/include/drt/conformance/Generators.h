@@ -207,6 +207,25 @@ struct GeneratorProfile {
   /// in Device state is read back (from-device, releasing it) and uploaded
   /// again, so that anchors are also read mid-case, the oldest ones staying.
   size_t anchorReadPeriod = 0;
+  /// Allocation bursts, each once in a case of at least 2,000 commands, on
+  /// the first device: a backend's counters and tables meet counts that
+  /// random commands, freeing about as often as they allocate, never reach
+  /// (a generation kept in 8 bits, a table or a slab past 256 entries).
+  /// - Reuse: a raw location is allocated and freed, then each cycle
+  ///   allocates its size again, frees the first (stale) location, which
+  ///   must be refused, and frees the new one. An allocator that hands the
+  ///   freed slot out again gives it a new generation each cycle: one kept
+  ///   in fewer bits than the cycles wraps, and the stale location frees
+  ///   the live one.
+  /// - Pressure: allocations of one size (a resident record's, so that they
+  ///   share its size class) held live together, then freed in a random
+  ///   order; the records beside them are read back later.
+  bool allocationBursts = false;
+  /// The cycles of a reuse burst, drawn between these (inclusive).
+  std::pair<unsigned, unsigned> reuseBurstCycles = {257, 400};
+  /// The allocations a pressure burst holds live at once, drawn between
+  /// these (inclusive).
+  std::pair<unsigned, unsigned> pressureBurstAllocations = {257, 600};
 };
 
 /// Generates scenarios for one profile on a backend declaring some
