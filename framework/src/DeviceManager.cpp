@@ -511,14 +511,23 @@ void DeviceManager::upload(std::shared_ptr<TensorStorage> storage,
     // The location is the tensor's from the moment the takeover is asked
     // for, not from when its upload completes: in program order a free of
     // it, or another tensor's takeover, comes after this one, whether or
-    // not the upload has completed yet. Given back if the upload fails.
+    // not the upload has completed yet. Given back if the upload fails. One
+    // it refuses (not live, or of another size) is never taken, not even
+    // for a moment: it stays the caller's, whose free of it may come
+    // while this upload runs on a completion thread.
+    Expected<uint64_t> size = allocationSize(*location);
+    bool fits = size && *size == bytes;
     bool taken;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      auto [held, inserted] = resident_.try_emplace(
-          location->value, Resident{storage.get(), storage});
+      auto held = resident_.find(location->value);
+      if (held == resident_.end() && fits)
+        held =
+            resident_
+                .try_emplace(location->value, Resident{storage.get(), storage})
+                .first;
       // Reserved by this tensor's transferToDevice, or held by another.
-      taken = !inserted && held->second.storage != storage.get();
+      taken = held != resident_.end() && held->second.storage != storage.get();
     }
     // Called back without the lock: the callback may take a record's lock,
     // and a completion holding one takes this one (registerResident).
@@ -528,12 +537,10 @@ void DeviceManager::upload(std::shared_ptr<TensorStorage> storage,
                                 location->toString() + " on device '" + name() +
                                 "' belongs to another tensor"));
     auto refuse = [&](std::string why) {
-      unregisterResident(storage.get(), *location);
       done(makeError(ErrorCode::InvalidArgument,
                      "transferToDevice of " + what() + ": location " +
                          location->toString() + std::move(why)));
     };
-    Expected<uint64_t> size = allocationSize(*location);
     if (!size)
       return refuse(" is not a live allocation of device '" + name() + "'");
     if (*size != bytes)

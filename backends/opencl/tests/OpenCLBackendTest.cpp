@@ -136,13 +136,14 @@ TEST(OpenCLBackend, DeclaresItsParametersAndTheConfigurationsToTest) {
   std::vector<std::string> names;
   for (const BackendParameter &p : info->parameters)
     names.push_back(p.name);
-  EXPECT_EQ(names, (std::vector<std::string>{
-                       "platform", "device", "device-index", "pinned-staging",
-                       "staging-min-bytes", "shared-context", "driver-faults",
-                       "driver-delay-us", "staging-chunk-bytes",
-                       "staging-copy-threads", "staging-min-chunks",
-                       "staging-min-split-bytes", "staging-min-slice-bytes",
-                       "staging-pool-buffers", "memory-pool-bytes"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{
+                "platform", "device", "device-index", "pinned-staging",
+                "staging-min-bytes", "shared-context", "driver-faults",
+                "driver-delay-us", "driver-jitter-us", "staging-chunk-bytes",
+                "staging-copy-threads", "staging-min-chunks",
+                "staging-min-split-bytes", "staging-min-slice-bytes",
+                "staging-pool-buffers", "memory-pool-bytes"}));
   auto configurations =
       BackendRegistry::instance().configurationsToTest("opencl");
   ASSERT_TRUE(configurations);
@@ -155,6 +156,7 @@ TEST(OpenCLBackend, DeclaresItsParametersAndTheConfigurationsToTest) {
                 {{"driver-delay-us", "300"},
                  {"pinned-staging", "1"},
                  {"staging-min-bytes", "0"}},
+                {{"driver-jitter-us", "50"}},
                 {{"pinned-staging", "1"},
                  {"staging-chunk-bytes", "4096"},
                  {"staging-min-bytes", "0"}},
@@ -177,6 +179,7 @@ TEST(OpenCLBackend, DeclaresItsParametersAndTheConfigurationsToTest) {
                 {{"memory-pool-bytes", "65536"}},
                 // Then every parameter at a non-default value at once.
                 {{"driver-delay-us", "300"},
+                 {"driver-jitter-us", "50"},
                  {"memory-pool-bytes", "0"},
                  {"pinned-staging", "1"},
                  {"staging-chunk-bytes", "4096"},
@@ -187,6 +190,7 @@ TEST(OpenCLBackend, DeclaresItsParametersAndTheConfigurationsToTest) {
                  {"staging-min-split-bytes", "8192"},
                  {"staging-pool-buffers", "1"}},
                 {{"driver-delay-us", "300"},
+                 {"driver-jitter-us", "50"},
                  {"memory-pool-bytes", "65536"},
                  {"pinned-staging", "1"},
                  {"staging-chunk-bytes", "4096"},
@@ -214,6 +218,10 @@ TEST(OpenCLBackend, DeclaresItsParametersAndTheConfigurationsToTest) {
       "opencl", {{"pinned-staging", "1"}});
   ASSERT_TRUE(caps);
   EXPECT_EQ(caps->toString(), info->capabilities.toString());
+  // Only the jitter widens race windows, at its tested value.
+  for (const BackendParameter &p : info->parameters)
+    EXPECT_EQ(p.widensRacesWith, p.name == "driver-jitter-us" ? "50" : "")
+        << p.name;
 }
 
 TEST(OpenCLBackend,
