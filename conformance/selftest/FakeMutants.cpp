@@ -61,13 +61,12 @@ private:
   uint64_t leaked_ = 0;
 };
 
-/// free() finds an allocation by its slot alone, without the generation: a
-/// stale location (a double release) frees whatever lives in that slot now,
-/// or "succeeds" when nothing does.
-class DoubleFree final : public FakeDevice {
+/// A fake device that knows which location holds each slot of its table
+/// now: the bookkeeping of mutants that find an allocation by its slot and
+/// less than its whole generation.
+class SlotTrackingDevice : public FakeDevice {
 public:
   using FakeDevice::FakeDevice;
-  ~DoubleFree() override { shutdown(); }
 
 protected:
   Expected<DeviceLocation> allocate(uint64_t bytes) override {
@@ -78,17 +77,22 @@ protected:
     }
     return loc;
   }
-  Error free(DeviceLocation location) override {
-    DeviceLocation current;
-    {
+  /// The location that holds \p location's slot now, if any.
+  std::optional<DeviceLocation> holderOf(DeviceLocation location) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = slots_.find(slotOf(location));
+    if (it == slots_.end())
+      return std::nullopt;
+    return it->second;
+  }
+  /// Frees \p holder, which holds its slot, and forgets the slot.
+  Error freeHolder(DeviceLocation holder) {
+    Error e = FakeDevice::free(holder);
+    if (!e) {
       std::lock_guard<std::mutex> lock(mutex_);
-      auto it = slots_.find(slotOf(location));
-      if (it == slots_.end())
-        return Error::success();
-      current = it->second;
-      slots_.erase(it);
+      slots_.erase(slotOf(holder));
     }
-    return FakeDevice::free(current);
+    return e;
   }
   void shutdownBackend() override {
     FakeDevice::shutdownBackend();
@@ -100,6 +104,40 @@ private:
   static uint32_t slotOf(DeviceLocation l) { return uint32_t(l.value); }
   std::mutex mutex_;
   std::map<uint32_t, DeviceLocation> slots_;
+};
+
+/// free() finds an allocation by its slot alone, without the generation: a
+/// stale location (a double release) frees whatever lives in that slot now,
+/// or "succeeds" when nothing does.
+class DoubleFree final : public SlotTrackingDevice {
+public:
+  using SlotTrackingDevice::SlotTrackingDevice;
+  ~DoubleFree() override { shutdown(); }
+
+protected:
+  Error free(DeviceLocation location) override {
+    std::optional<DeviceLocation> holder = holderOf(location);
+    if (!holder)
+      return Error::success();
+    return freeHolder(*holder);
+  }
+};
+
+/// free() compares a location's generation in 8 bits: a stale location
+/// whose slot has been handed out again a multiple of 256 times names the
+/// allocation that holds the slot now, and frees that one.
+class GenerationIn8Bits final : public SlotTrackingDevice {
+public:
+  using SlotTrackingDevice::SlotTrackingDevice;
+  ~GenerationIn8Bits() override { shutdown(); }
+
+protected:
+  Error free(DeviceLocation location) override {
+    std::optional<DeviceLocation> holder = holderOf(location);
+    if (holder && uint8_t(holder->value >> 32) == uint8_t(location.value >> 32))
+      return freeHolder(*holder);
+    return FakeDevice::free(location);
+  }
 };
 
 /// copyToDevice() completes twice.
@@ -723,47 +761,30 @@ protected:
   }
 };
 
-/// Shutdown stops the device but its accounting still counts the memory of
-/// the allocations it dropped.
-class ShutdownKeepsMemory final : public FakeDevice {
+/// Shutdown stops the device, but one of its measures of memory in use
+/// still counts what the allocations it dropped held: usedMemory() (its
+/// accounting) or, with \p Physical, physicalMemoryInUse() (a pool whose
+/// blocks a shutdown does not give back).
+template <bool Physical> class ShutdownKeeps final : public FakeDevice {
 public:
   using FakeDevice::FakeDevice;
-  ~ShutdownKeepsMemory() override { shutdown(); }
+  ~ShutdownKeeps() override { shutdown(); }
   uint64_t usedMemory() const override {
     std::lock_guard<std::mutex> lock(mutex_);
-    return FakeDevice::usedMemory() + kept_;
+    return FakeDevice::usedMemory() + (Physical ? 0 : kept_);
   }
-
-protected:
-  void shutdownBackend() override {
-    uint64_t used = FakeDevice::usedMemory();
-    FakeDevice::shutdownBackend();
-    std::lock_guard<std::mutex> lock(mutex_);
-    kept_ = used;
-  }
-
-private:
-  mutable std::mutex mutex_;
-  uint64_t kept_ = 0;
-};
-
-/// Shutdown forgets the allocations but keeps their blocks (a pool that is
-/// not emptied): the logical accounting is right, the memory is not freed.
-class ShutdownKeepsPhysicalMemory final : public FakeDevice {
-public:
-  using FakeDevice::FakeDevice;
-  ~ShutdownKeepsPhysicalMemory() override { shutdown(); }
   uint64_t physicalMemoryInUse() const override {
     std::lock_guard<std::mutex> lock(mutex_);
-    return FakeDevice::physicalMemoryInUse() + kept_;
+    return FakeDevice::physicalMemoryInUse() + (Physical ? kept_ : 0);
   }
 
 protected:
   void shutdownBackend() override {
-    uint64_t physical = FakeDevice::physicalMemoryInUse();
+    uint64_t inUse =
+        Physical ? FakeDevice::physicalMemoryInUse() : FakeDevice::usedMemory();
     FakeDevice::shutdownBackend();
     std::lock_guard<std::mutex> lock(mutex_);
-    kept_ = physical;
+    kept_ = inUse;
   }
 
 private:
@@ -791,6 +812,10 @@ DRT_REGISTER_BACKEND(mutant<AccountingDrift>(
 DRT_REGISTER_BACKEND(mutant<DoubleFree>(
     "double-free", "free() ignores the location's generation: a stale "
                    "location frees whatever holds its slot now"));
+DRT_REGISTER_BACKEND(mutant<GenerationIn8Bits>(
+    "generation-in-8-bits",
+    "a location's generation is compared in 8 bits: a stale location of a "
+    "slot handed out 256 times since frees the allocation in it"));
 DRT_REGISTER_BACKEND(mutant<CallbackTwice>("callback-twice",
                                            "copyToDevice() completes twice"));
 DRT_REGISTER_BACKEND(mutant<CallbackNeverOnError>(
@@ -858,10 +883,10 @@ DRT_REGISTER_BACKEND(mutant<IgnoresViewOffsets>(
 DRT_REGISTER_BACKEND(mutant<ReportsPhysicalSize>(
     "reports-physical-size",
     "allocationSize() reports the rounded-up physical size"));
-DRT_REGISTER_BACKEND(mutant<ShutdownKeepsMemory>(
+DRT_REGISTER_BACKEND(mutant<ShutdownKeeps<false>>(
     "shutdown-keeps-memory", "usedMemory() still counts memory dropped by "
                              "shutdown"));
-DRT_REGISTER_BACKEND(mutant<ShutdownKeepsPhysicalMemory>(
+DRT_REGISTER_BACKEND(mutant<ShutdownKeeps<true>>(
     "shutdown-keeps-physical-memory",
     "shutdown forgets its allocations but keeps their blocks: "
     "physicalMemoryInUse() does not return to 0"));

@@ -1152,163 +1152,107 @@ protected:
   }
 };
 
-/// The device compares a location's generation in 8 bits: a stale location
-/// whose slot has been handed out again a multiple of 256 times names the
-/// allocation that holds the slot now, and a free of it frees that one.
-class GenerationIn8Bits final : public FakeDevice {
+/// A fake device that keeps its live allocations in the order they were
+/// made and, after each allocation, overwrites the first 16 bytes of the
+/// one its bug clobbers (victim()).
+class ClobberingDevice : public FakeDevice {
 public:
   using FakeDevice::FakeDevice;
-  ~GenerationIn8Bits() override { shutdown(); }
 
 protected:
+  /// Live allocations by the order they were made in: location and size.
+  using Live = std::map<uint64_t, std::pair<DeviceLocation, uint64_t>>;
+  /// The live allocation that the allocation just made (the last of
+  /// \p live) clobbers, if any; called under the device's lock.
+  virtual std::optional<std::pair<DeviceLocation, uint64_t>>
+  victim(const Live &live, uint64_t bytes) = 0;
+
   Expected<DeviceLocation> allocate(uint64_t bytes) override {
     Expected<DeviceLocation> loc = FakeDevice::allocate(bytes);
-    if (loc) {
+    if (!loc)
+      return loc;
+    std::optional<std::pair<DeviceLocation, uint64_t>> clobbered;
+    {
       std::lock_guard<std::mutex> lock(mutex_);
-      slots_[slotOf(*loc)] = *loc;
+      uint64_t seq = next_++;
+      live_[seq] = {*loc, bytes};
+      seqOf_[loc->value] = seq;
+      clobbered = victim(live_, bytes);
+    }
+    if (clobbered) {
+      std::vector<std::byte> junk(std::min<uint64_t>(16, clobbered->second),
+                                  std::byte{0xcd});
+      overwriteDeviceBytes(clobbered->first, 0, junk);
     }
     return loc;
   }
   Error free(DeviceLocation location) override {
-    DeviceLocation target = location;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      auto it = slots_.find(slotOf(location));
-      if (it != slots_.end() &&
-          uint8_t(it->second.value >> 32) == uint8_t(location.value >> 32))
-        target = it->second;
-    }
-    Error e = FakeDevice::free(target);
+    Error e = FakeDevice::free(location);
     if (!e) {
       std::lock_guard<std::mutex> lock(mutex_);
-      slots_.erase(slotOf(target));
+      if (auto it = seqOf_.find(location.value); it != seqOf_.end()) {
+        live_.erase(it->second);
+        seqOf_.erase(it);
+      }
     }
     return e;
   }
   void shutdownBackend() override {
     FakeDevice::shutdownBackend();
     std::lock_guard<std::mutex> lock(mutex_);
-    slots_.clear();
+    live_.clear();
+    seqOf_.clear();
   }
 
 private:
-  static uint32_t slotOf(DeviceLocation l) { return uint32_t(l.value); }
   std::mutex mutex_;
-  std::map<uint32_t, DeviceLocation> slots_;
+  uint64_t next_ = 0;
+  Live live_;
+  std::map<uint64_t, uint64_t> seqOf_;
 };
 
 /// The device keeps allocations of one size in a slab that counts its live
 /// blocks in 8 bits: when the 257th is live at once the count reads 0 and
 /// the slab is carved anew, clobbering the first 16 bytes of the oldest
 /// live allocation of that size.
-class LiveCountIn8Bits final : public FakeDevice {
+class LiveCountIn8Bits final : public ClobberingDevice {
 public:
-  using FakeDevice::FakeDevice;
+  using ClobberingDevice::ClobberingDevice;
   ~LiveCountIn8Bits() override { shutdown(); }
 
 protected:
-  Expected<DeviceLocation> allocate(uint64_t bytes) override {
-    Expected<DeviceLocation> loc = FakeDevice::allocate(bytes);
-    if (!loc)
-      return loc;
-    std::optional<DeviceLocation> victim;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      std::map<uint64_t, DeviceLocation> &slab = slabs_[bytes];
-      slab[next_] = *loc;
-      seqOf_[loc->value] = {bytes, next_++};
-      if (slab.size() % 256 == 1 && slab.size() > 1)
-        victim = slab.begin()->second;
-    }
-    if (victim) {
-      std::vector<std::byte> junk(std::min<uint64_t>(16, bytes),
-                                  std::byte{0xcd});
-      overwriteDeviceBytes(*victim, 0, junk);
-    }
-    return loc;
+  std::optional<std::pair<DeviceLocation, uint64_t>>
+  victim(const Live &live, uint64_t bytes) override {
+    size_t count = 0;
+    std::optional<std::pair<DeviceLocation, uint64_t>> oldest;
+    for (const auto &[seq, entry] : live)
+      if (entry.second == bytes && count++ == 0)
+        oldest = entry;
+    if (count > 1 && count % 256 == 1)
+      return oldest;
+    return std::nullopt;
   }
-  Error free(DeviceLocation location) override {
-    Error e = FakeDevice::free(location);
-    if (!e) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (auto it = seqOf_.find(location.value); it != seqOf_.end()) {
-        slabs_[it->second.first].erase(it->second.second);
-        seqOf_.erase(it);
-      }
-    }
-    return e;
-  }
-  void shutdownBackend() override {
-    FakeDevice::shutdownBackend();
-    std::lock_guard<std::mutex> lock(mutex_);
-    slabs_.clear();
-    seqOf_.clear();
-  }
-
-private:
-  std::mutex mutex_;
-  uint64_t next_ = 0;
-  /// Per size, the live allocations by the order they were made.
-  std::map<uint64_t, std::map<uint64_t, DeviceLocation>> slabs_;
-  std::map<uint64_t, std::pair<uint64_t, uint64_t>> seqOf_;
 };
 
 /// The device's allocation table starts with room for 32 live allocations
 /// and doubles; growing it leaves the oldest live allocation's first 16
 /// bytes clobbered (a stale pointer into the old table is written through).
-class TableGrowthClobbersOldest final : public FakeDevice {
+class TableGrowthClobbersOldest final : public ClobberingDevice {
 public:
-  using FakeDevice::FakeDevice;
+  using ClobberingDevice::ClobberingDevice;
   ~TableGrowthClobbersOldest() override { shutdown(); }
 
 protected:
-  Expected<DeviceLocation> allocate(uint64_t bytes) override {
-    Expected<DeviceLocation> loc = FakeDevice::allocate(bytes);
-    if (!loc)
-      return loc;
-    std::optional<std::pair<DeviceLocation, uint64_t>> victim;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      uint64_t seq = next_++;
-      order_[seq] = {*loc, bytes};
-      seqOf_[loc->value] = seq;
-      if (order_.size() > capacity_) {
-        capacity_ *= 2;
-        victim = order_.begin()->second;
-      }
-    }
-    if (victim) {
-      std::vector<std::byte> junk(std::min<uint64_t>(16, victim->second),
-                                  std::byte{0xcd});
-      overwriteDeviceBytes(victim->first, 0, junk);
-    }
-    return loc;
-  }
-  Error free(DeviceLocation location) override {
-    Error e = FakeDevice::free(location);
-    if (!e) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (auto it = seqOf_.find(location.value); it != seqOf_.end()) {
-        order_.erase(it->second);
-        seqOf_.erase(it);
-      }
-    }
-    return e;
-  }
-  void shutdownBackend() override {
-    FakeDevice::shutdownBackend();
-    std::lock_guard<std::mutex> lock(mutex_);
-    order_.clear();
-    seqOf_.clear();
+  std::optional<std::pair<DeviceLocation, uint64_t>> victim(const Live &live,
+                                                            uint64_t) override {
+    if (live.size() <= capacity_)
+      return std::nullopt;
+    capacity_ *= 2;
+    return live.begin()->second;
   }
 
 private:
-  std::mutex mutex_;
-  uint64_t next_ = 0;
   size_t capacity_ = 32;
-  /// Live allocations by the order they were made in, and the reverse.
-  std::map<uint64_t, std::pair<DeviceLocation, uint64_t>> order_;
-  std::map<uint64_t, uint64_t> seqOf_;
 };
 
 /// Kernels are named by the network's name followed by the node's index
@@ -1501,10 +1445,6 @@ DRT_REGISTER_BACKEND(mutant<TableGrowthClobbersOldest>(
     "table-growth-clobbers-oldest",
     "growing the allocation table past 32, 64, ... live allocations "
     "clobbers the oldest one's first 16 bytes"));
-DRT_REGISTER_BACKEND(mutant<GenerationIn8Bits>(
-    "generation-in-8-bits",
-    "a location's generation is compared in 8 bits: a stale location of a "
-    "slot handed out 256 times since frees the allocation in it"));
 DRT_REGISTER_BACKEND(mutant<LiveCountIn8Bits>(
     "live-count-in-8-bits",
     "allocations of one size count their live blocks in 8 bits: the 257th "
