@@ -292,6 +292,52 @@ TEST_P(Behaviour, StaleAndUnknownLocationsAreRejectedNotPassedOn) {
               ErrorCode::InvalidArgument);
 }
 
+TEST_P(Behaviour, TensOfThousandsOfAllocationsLeaveTheDeviceAsNew) {
+  // Counters and tables a backend keeps of fixed width meet counts here
+  // that a scenario does not: a slot reused 65,537 times, its first, stale
+  // location named after every allocation (a generation kept in 16 bits or
+  // fewer wraps, and the stale location frees the live one), then rounds
+  // of 1,100 allocations live at once beside a resident tensor (a slab or
+  // free list that counts in 8 bits, or recycles a few hundred slots, fills
+  // or carves anew under live data).
+  if (!caps().residentTensors)
+    GTEST_SKIP() << "backend declares no resident tensors";
+  DeviceManager &d = device();
+  auto stale = d.allocateDeviceMemory(64);
+  ASSERT_TRUE(stale) << stale.takeError().toString();
+  ASSERT_OK(d.releaseDeviceMemory(*stale));
+  for (int i = 1; i <= 65537; ++i) {
+    auto loc = d.allocateDeviceMemory(64);
+    ASSERT_TRUE(loc) << "allocation " << i << ": "
+                     << loc.takeError().toString();
+    ASSERT_TRUE(
+        hasCode(d.releaseDeviceMemory(*stale), ErrorCode::InvalidArgument))
+        << "the stale location, after allocation " << i;
+    ASSERT_OK(d.releaseDeviceMemory(*loc));
+  }
+  Tensor t = floats(16, "t", 3);
+  ASSERT_OK(transferToDeviceSync(d, t));
+  std::vector<DeviceLocation> live;
+  for (int round = 1; round <= 100; ++round) {
+    for (int i = 0; i < 1100; ++i) {
+      auto loc = d.allocateDeviceMemory(64);
+      ASSERT_TRUE(loc) << "round " << round << ", allocation " << i + 1
+                       << " of 1,100 live: " << loc.takeError().toString();
+      live.push_back(*loc);
+    }
+    EXPECT_EQ(d.usedMemory(), 64u * 1101) << "round " << round;
+    // Every other one first, then the rest: holes all over.
+    for (size_t i = 0; i < live.size(); i += 2)
+      ASSERT_OK(d.releaseDeviceMemory(live[i]));
+    for (size_t i = 1; i < live.size(); i += 2)
+      ASSERT_OK(d.releaseDeviceMemory(live[i]));
+    live.clear();
+  }
+  EXPECT_EQ(d.usedMemory(), 64u);
+  ASSERT_OK(transferFromDeviceSync(d, t));
+  EXPECT_EQ(values(t), values(floats(16, "expected", 3)));
+}
+
 TEST_P(Behaviour, TransferToAGivenLocationTakesItOver) {
   if (!caps().residentTensors)
     GTEST_SKIP() << "backend declares no resident tensors";
