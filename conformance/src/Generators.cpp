@@ -81,6 +81,8 @@ public:
     gather();
     if (std::optional<Command> b = burstCommand())
       return b;
+    if (std::optional<Command> r = releasedBlockCommand())
+      return r;
     if (std::optional<Command> a = anchorCommand())
       return a;
     if (faultWanted_ && faultWantedStepsLeft_ <= 0)
@@ -287,6 +289,9 @@ public:
   /// allocation bursts (GeneratorProfile::allocationBursts) find their
   /// places: the reuse burst in the first half, the pressure burst after.
   void plan(size_t steps) {
+    if (p_.releasedBlockRunPercent && steps >= 12 &&
+        rng_.percent(p_.releasedBlockRunPercent))
+      releasedBlockAt_ = rng_.below(steps - 11);
     if (!p_.allocationBursts || steps < 2000)
       return;
     reuseAt_ = steps / 10 + rng_.below(steps * 3 / 10);
@@ -1454,6 +1459,64 @@ private:
     return std::nullopt;
   }
 
+  /// The next command of the released-block plan
+  /// (GeneratorProfile::releasedBlockRunPercent), or nullopt.
+  std::optional<Command> releasedBlockCommand() {
+    if (releasedBlockAt_ && burstClock_ >= *releasedBlockAt_) {
+      releasedBlockAt_.reset();
+      if (!ch_.liveDevices.empty() && m_.placement().size() < 3 &&
+          m_.tensors().size() + 3 <= p_.maxTensors) {
+        const std::string &dev = *rng_.pick(ch_.liveDevices);
+        Command a;
+        a.kind = CommandKind::Create;
+        a.target = freshTensor();
+        pickType(a);
+        a.pattern = pickPattern();
+        auto command = [&](CommandKind kind, const std::string &target) {
+          Command c;
+          c.kind = kind;
+          c.target = target;
+          c.device = dev;
+          c.elemKind = a.elemKind;
+          c.dims = a.dims;
+          return c;
+        };
+        auto create = [&](const std::string &name) {
+          Command c = command(CommandKind::Create, name);
+          c.device.clear();
+          c.pattern = pickPattern();
+          return c;
+        };
+        std::string net = "landed" + std::to_string(locationCount_++);
+        std::string released = freshTensor(), output = freshTensor();
+        Command keep = command(CommandKind::FromDevice, a.target);
+        keep.release = false;
+        Command add = command(CommandKind::AddNetwork, net);
+        add.nodes = {NetworkNode{OpKind::Copy, {"x"}, "o0", 1.0}};
+        Command run = command(CommandKind::Run, net);
+        run.device.clear();
+        run.bindings = {{"x", a.target}, {"o0", output}};
+        Command back = command(CommandKind::FromDevice, output);
+        releasedBlockPlan_ = {keep,
+                              add,
+                              create(released),
+                              command(CommandKind::ToDevice, released),
+                              command(CommandKind::Release, released),
+                              create(output),
+                              run,
+                              back};
+        releasedBlockPlan_.insert(releasedBlockPlan_.begin(),
+                                  command(CommandKind::ToDevice, a.target));
+        return a;
+      }
+    }
+    if (releasedBlockPlan_.empty())
+      return std::nullopt;
+    Command c = std::move(releasedBlockPlan_.front());
+    releasedBlockPlan_.erase(releasedBlockPlan_.begin());
+    return c;
+  }
+
   /// The size of a burst's allocations on \p dev: that of a record resident
   /// there of at most \p most bytes (its size class), else a small one.
   uint64_t burstBytes(const std::string &dev, uint64_t most) {
@@ -1926,6 +1989,10 @@ private:
   unsigned pressureToAllocate_ = 0;
   uint64_t pressureSize_ = 0;
   std::vector<std::string> pressureHeld_;
+  /// The released-block plan (releasedBlockCommand): when it is due, and
+  /// its commands not yet drawn.
+  std::optional<size_t> releasedBlockAt_;
+  std::vector<Command> releasedBlockPlan_;
   /// The next fault's turn among sites and codes, and the next run fault's
   /// among codes (drawn on first use).
   std::optional<uint64_t> faultTurn_;

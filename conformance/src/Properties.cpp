@@ -209,6 +209,9 @@ std::vector<PropertyFamily> makeFamilies() {
                  // and a run now and then the fault planned for it.
                  p.faultedEnsurePlanPercent = 20;
                  p.runFaultPercent = 8;
+                 // A block freed right after its upload under a run's new
+                 // output, in one case in two.
+                 p.releasedBlockRunPercent = 50;
                  // Every code a run or read-back may fail with, in turn.
                  p.faultCodes = {ErrorCode::DeviceError, ErrorCode::OutOfMemory,
                                  ErrorCode::DeviceLost};

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -83,6 +84,36 @@ TEST(Generators, LongLivedCasesReuseASlotHundredsOfTimesAndHoldHundredsLive) {
     EXPECT_GE(mostStaleFrees, 257) << "seed " << seed;
     EXPECT_GE(mostOfOneSize, 257u) << "seed " << seed;
   }
+}
+
+TEST(Generators, RunsAndOutputsPutAFreshlyReleasedBlockUnderARunsOutput) {
+  // In about half the cases: a record released right after its upload,
+  // then a run over an input whose upload has landed (read back, kept)
+  // into a fresh output of the released record's type, read back.
+  const PropertyFamily &runs = family("runs-and-outputs");
+  ScenarioGenerator generator(runs.profile(), fakeCapabilities());
+  size_t planned = 0;
+  const size_t seeds = 200;
+  for (uint64_t seed = 0; seed < seeds; ++seed) {
+    Scenario s = generator.generate(seed, 20 + seed % 21);
+    for (size_t i = 0; i + 3 < s.commands.size(); ++i) {
+      const Command &up = s.commands[i], &release = s.commands[i + 1],
+                    &create = s.commands[i + 2], &run = s.commands[i + 3];
+      if (up.kind != CommandKind::ToDevice ||
+          release.kind != CommandKind::Release || release.target != up.target ||
+          create.kind != CommandKind::Create || run.kind != CommandKind::Run ||
+          run.expect.kind != Outcome::Kind::Ok)
+        continue;
+      bool intoCreated =
+          std::any_of(run.bindings.begin(), run.bindings.end(),
+                      [&](const auto &b) { return b.second == create.target; });
+      if (intoCreated && release.expect.kind == Outcome::Kind::Ok) {
+        ++planned;
+        break;
+      }
+    }
+  }
+  EXPECT_GE(planned, seeds / 4);
 }
 
 TEST(Generators, ConcurrentRecordsBranchesOwnTheirRecordsAndRunNetworks) {

@@ -221,6 +221,15 @@ struct GeneratorProfile {
   ///   share its size class) held live together, then freed in a random
   ///   order; the records beside them are read back later.
   bool allocationBursts = false;
+  /// Percent of scenarios that, at a random point, put a block freed while
+  /// its upload may still be landing under a run's new output: a tensor
+  /// uploaded and read back (keeping it: its upload has landed), a network
+  /// copying it, a tensor of its type uploaded and released at once, and a
+  /// run of the network into a fresh tensor of that type, read back. A
+  /// device that calls an upload back before its bytes land and reuses the
+  /// freed block for the output without ordering the two loses the run's
+  /// result.
+  unsigned releasedBlockRunPercent = 0;
   /// The cycles of a reuse burst, drawn between these (inclusive).
   std::pair<unsigned, unsigned> reuseBurstCycles = {257, 400};
   /// The allocations a pressure burst holds live at once, drawn between
