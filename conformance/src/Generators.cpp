@@ -1477,13 +1477,13 @@ private:
           c.kind = kind;
           c.target = target;
           c.device = dev;
-          c.elemKind = a.elemKind;
-          c.dims = a.dims;
           return c;
         };
         auto create = [&](const std::string &name) {
           Command c = command(CommandKind::Create, name);
           c.device.clear();
+          c.elemKind = a.elemKind;
+          c.dims = a.dims;
           c.pattern = pickPattern();
           return c;
         };
@@ -1492,6 +1492,8 @@ private:
         Command keep = command(CommandKind::FromDevice, a.target);
         keep.release = false;
         Command add = command(CommandKind::AddNetwork, net);
+        add.elemKind = a.elemKind;
+        add.dims = a.dims;
         add.nodes = {NetworkNode{OpKind::Copy, {"x"}, "o0", 1.0}};
         Command run = command(CommandKind::Run, net);
         run.device.clear();
