@@ -1499,7 +1499,8 @@ private:
         run.device.clear();
         run.bindings = {{"x", a.target}, {"o0", output}};
         Command back = command(CommandKind::FromDevice, output);
-        releasedBlockPlan_ = {keep,
+        releasedBlockPlan_ = {command(CommandKind::ToDevice, a.target),
+                              keep,
                               add,
                               create(released),
                               command(CommandKind::ToDevice, released),
@@ -1507,8 +1508,6 @@ private:
                               create(output),
                               run,
                               back};
-        releasedBlockPlan_.insert(releasedBlockPlan_.begin(),
-                                  command(CommandKind::ToDevice, a.target));
         return a;
       }
     }
