@@ -2407,47 +2407,72 @@ void ScenarioGenerator::addParallelBlock(
       }
     }
   }
-  // The device the shutdown takes down, holding a record of tens of MiB
-  // that another branch reads back first
-  // (GeneratorProfile::longCopyBesideShutdownPercent).
+  // The device the shutdown takes down while another branch copies a
+  // record of tens of MiB to or from it, and destroys the record once the
+  // copy has called back (GeneratorProfile::longCopyBesideShutdownPercent).
   std::optional<std::string> shutdownDevice;
+  std::vector<std::optional<Command>> seconds(branches);
   if (shutdownBranch && profile_.longCopyBesideShutdownPercent &&
-      !liveDevices.empty() && steps >= s.commands.size() + 2 + branches &&
+      !liveDevices.empty() && steps >= s.commands.size() + 3 + branches &&
       rng.percent(profile_.longCopyBesideShutdownPercent)) {
     auto [least, most] = profile_.longCopyBytes;
     uint64_t bytes = (least + rng.below(most - least + 1)) / 4 * 4;
     uint64_t live = 0;
     for (const auto &[id, r] : model.records())
       live += r.bytes;
-    // Within the scenario's bound on live bytes, like any other tensor.
-    if (bytes >= 4 && live + bytes <= profile_.space.maxLiveBytes) {
-      std::string device = liveDevices[rng.below(liveDevices.size())];
+    std::string device = liveDevices[rng.below(liveDevices.size())];
+    const ModelDevice &d = model.devices().at(device);
+    bool upload = rng.percent(50);
+    // Within the scenario's bound on live bytes, like any other tensor, and
+    // an upload within what the device's budget leaves.
+    if (bytes >= 4 && live + bytes <= profile_.space.maxLiveBytes &&
+        (!upload || !d.budget() || d.available() >= bytes)) {
       std::string name =
           create("long_copy", ElemKind::Float32, {size_t(bytes / 4)});
-      Command up;
-      up.kind = CommandKind::ToDevice;
-      up.target = name;
-      up.device = device;
-      append(up);
-      if (s.commands.back().expect == Outcome::ok()) {
-        size_t b = (shutdownBranch + rng.below(branches - 1)) % branches;
-        Command back;
-        back.kind = CommandKind::FromDevice;
-        back.branch = int(b + 1);
-        back.target = name;
-        back.device = device;
-        back.release = rng.percent(50);
-        targets[b].push_back(name);
-        firsts[b] = std::move(back);
+      size_t b = (shutdownBranch + rng.below(branches - 1)) % branches;
+      Command copy;
+      copy.branch = int(b + 1);
+      copy.target = name;
+      copy.device = device;
+      if (upload) {
+        copy.kind = CommandKind::ToDevice;
+      } else {
+        Command up;
+        up.kind = CommandKind::ToDevice;
+        up.target = name;
+        up.device = device;
+        append(up);
+        copy.kind = CommandKind::FromDevice;
+        copy.release = rng.percent(50);
+      }
+      if (profile_.syncPercent)
+        copy.sync = rng.percent(profile_.syncPercent);
+      if (upload || s.commands.back().expect == Outcome::ok()) {
+        firsts[b] = std::move(copy);
         shutdownDevice = device;
+        // The record goes as soon as its copy has called back, also when
+        // the shutdown ended the copy: a backend that still reads an
+        // upload's source or writes a read-back's destination after that
+        // touches freed memory, which blocks past 32 MiB unmap (a crash).
+        // A read-back's record stays in half the cases, for the branch's
+        // other commands.
+        if (upload || rng.percent(50)) {
+          Command destroy;
+          destroy.kind = CommandKind::Destroy;
+          destroy.branch = int(b + 1);
+          destroy.target = name;
+          seconds[b] = std::move(destroy);
+        } else {
+          targets[b].push_back(name);
+        }
         // The shutdown branch first moves a record of its own to another
         // device, tens of microseconds, so that the copy is under way when
         // the shutdown comes: one issued at once often reaches the device
         // before the copy starts, and a device's queue drops what has not.
         std::vector<std::string> others;
-        for (const std::string &d : liveDevices)
-          if (d != device)
-            others.push_back(d);
+        for (const std::string &o : liveDevices)
+          if (o != device)
+            others.push_back(o);
         std::vector<std::string> &own = targets[shutdownBranch - 1];
         if (!others.empty() && !own.empty()) {
           Command move;
@@ -2561,12 +2586,18 @@ void ScenarioGenerator::addParallelBlock(
     size_t left = steps - s.commands.size() - (branches - b);
     size_t length =
         std::min(size_t(rng.between(1, profile_.branchLength)), left);
-    // Room for the shutdown after the command that comes first.
-    if (b == shutdownBranch && firsts[b - 1]) {
+    // Room for the shutdown after the command that comes first, and for
+    // the destroy after a long copy.
+    if ((b == shutdownBranch && firsts[b - 1]) || seconds[b - 1]) {
       length = std::min<size_t>(std::max<size_t>(length, 2), left);
-      if (length < 2)
+      if (length < 2) {
         firsts[b - 1].reset();
+        seconds[b - 1].reset();
+      }
     }
+    // A destroyed long copy leaves the branch nothing else to name.
+    if (seconds[b - 1] && targets[b - 1].empty())
+      length = std::min<size_t>(length, 2);
     // The shutdown takes one of the branch's places, often after a
     // command of its own, so that the others' transfers are under way.
     // Beside a long copy, right after the branch's first command: the
@@ -2590,6 +2621,10 @@ void ScenarioGenerator::addParallelBlock(
       Command c;
       if (k == 0 && firsts[b - 1]) {
         s.commands.push_back(*firsts[b - 1]);
+        continue;
+      }
+      if (k == 1 && seconds[b - 1]) {
+        s.commands.push_back(*seconds[b - 1]);
         continue;
       }
       if (k == shutdownAt || k == faultAt) {

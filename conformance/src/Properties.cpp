@@ -477,16 +477,18 @@ std::vector<PropertyFamily> makeFamilies() {
           // A shutdown while the other branches' transfers use the
           // backend's queue and staging buffers.
           p.branchShutdownPercent = 15;
-          // One in twenty of those shutdowns takes down a device while another
-          // branch reads a record of 33 to 48 MiB back from it, a copy of
-          // milliseconds: a device that frees its memory without waiting
-          // for its copies then crashes in the copy (blocks past 32 MiB
-          // are unmapped when freed, MappedAllocationBytes), where beside
-          // the few MiB of other records it read freed memory that was
-          // still mapped and intact (a probe backend: 0 crashes in 1,500
-          // such blocks with 8 MiB). The live bytes allow that record
-          // beside the input space's 24 MiB.
-          p.longCopyBesideShutdownPercent = 5;
+          // One in ten of those shutdowns takes down a device while another
+          // branch copies a record of 33 to 48 MiB to it or back from it, a
+          // copy of milliseconds, and then destroys the record: a device
+          // that frees its memory without waiting for its copies, or whose
+          // copy still reads the source or writes the destination after
+          // the shutdown returned, then crashes in the copy (blocks past
+          // 32 MiB are unmapped when freed, MappedAllocationBytes), where
+          // beside the few MiB of other records it touched freed memory
+          // that was still mapped and intact (a probe backend: 0 crashes
+          // in 1,500 such blocks with 8 MiB). The live bytes allow that
+          // record beside the input space's 24 MiB.
+          p.longCopyBesideShutdownPercent = 10;
           p.space.maxLiveBytes += p.longCopyBytes.second;
           p.branchFaultPercent = 15;
           // Two uploads at once that a device's budget fits one of: its

@@ -1011,7 +1011,8 @@ public:
   /// beside other branches: for the commands a branch may run, dispatch()
   /// only looks tensors, the device and a run's context (made before the
   /// branches start) up, a run's context and tensors belong to its branch,
-  /// and the callback probe is the call's own.
+  /// a destroy empties its tensor's entry without removing it, and the
+  /// callback probe is the call's own.
   void executeInBranch(const Command &c, Observation &obs,
                        Watchdog *watchdog = nullptr) {
     Watchdog &dog = watchdog ? *watchdog : watchdog_;
@@ -1058,6 +1059,18 @@ public:
       obs.outcome = Outcome::error(result.code());
       obs.message = result.message();
     }
+  }
+
+  /// Ends what the destroys of a parallel block began, once its branches
+  /// have joined: their names go, and their tensors from every context.
+  void forgetTensorsDestroyedInBlock() {
+    if (destroyedInBlock_.empty())
+      return;
+    for (const Tensor *t : destroyedInBlock_)
+      unbindEverywhere(t);
+    destroyedInBlock_.clear();
+    std::erase_if(tensors_, [](const auto &entry) { return !entry.second; });
+    ++tensorNamesChanges_;
   }
 
   /// A from-device keep of every record left in Device state on a running
@@ -1918,8 +1931,9 @@ private:
     return describeState(false, s.state, deviceName(s.manager));
   }
 
-  void unbindEverywhere(const std::string &name) {
-    Tensor *t = tensors_.at(name).get();
+  /// Unbinds \p t from every run's context (a run binds its placeholders
+  /// anew, so only the pointer is compared: \p t may be gone).
+  void unbindEverywhere(const Tensor *t) {
     for (auto &[net, ctx] : contexts_) {
       std::vector<std::string> drop;
       for (const auto &[ph, bound] : ctx->bindings().all())
@@ -2031,7 +2045,18 @@ private:
       selfMoveAssign(tensor(c.target), tensor(c.target));
       return Error::success();
     case CommandKind::Destroy:
-      unbindEverywhere(c.target);
+      if (c.branch) {
+        // Beside other branches, which look their names up: the entry stays,
+        // empty, until the block ends (forgetTensorsDestroyedInBlock). The
+        // tensor itself goes now, its host storage with it.
+        std::unique_ptr<Tensor> gone = std::move(tensors_.at(c.target));
+        {
+          std::lock_guard<std::mutex> lock(destroyedInBlockMutex_);
+          destroyedInBlock_.push_back(gone.get());
+        }
+        return Error::success();
+      }
+      unbindEverywhere(tensors_.at(c.target).get());
       if (tensors_.erase(c.target))
         ++tensorNamesChanges_;
       return Error::success();
@@ -2191,6 +2216,9 @@ private:
   bool anyAsynchronous_ = false;
   std::map<std::string, uint64_t> physicalBaseline_;
   NameMap<std::unique_ptr<Tensor>> tensors_;
+  /// The tensors the branches of the running parallel block destroyed.
+  std::mutex destroyedInBlockMutex_;
+  std::vector<const Tensor *> destroyedInBlock_;
   /// Raw locations by name, hashed: a sweep looks up the location of every
   /// resident record that took one over.
   std::unordered_map<std::string, DeviceLocation> locations_;
@@ -2609,6 +2637,7 @@ std::optional<Difference> runParallelBlock(
     });
   for (std::thread &t : threads)
     t.join();
+  session.forgetTensorsDestroyedInBlock();
   if (trace)
     trace("[" + session.backend() +
           "] parallel block, by invocation:" + describeHistory(history));

@@ -107,13 +107,15 @@ bool branchCommandKind(CommandKind kind) {
   case CommandKind::Run:
   case CommandKind::Shutdown:
   case CommandKind::InjectFault:
+  case CommandKind::Destroy:
     return true;
   default:
     // Not write: its span is filled after mutableHostBytes returns, so a
     // transfer on another thread may read the buffer meanwhile (a race the
     // contract leaves to the program); refill copies under the record.
-    // Nothing that creates or destroys a name either: branches look names
-    // up at the same time.
+    // Nothing that creates a name or moves a tensor either: branches look
+    // names up at the same time (a destroy keeps its name's entry until
+    // the block ends).
     return false;
   }
 }
@@ -535,7 +537,8 @@ std::string validateScenario(const Scenario &scenario) {
         (!branchCommandKind(c.kind) || c.noWait || !c.location.empty()))
       return step() + "a parallel branch runs to-device (without a "
                       "location), from-device, release, read, refill, run, "
-                      "shutdown and inject-fault only, each waiting for its "
+                      "shutdown, inject-fault and destroy only, each waiting "
+                      "for its "
                       "outcome";
     // A DeviceLost fault that strikes in the block fails the operations
     // other threads have in flight, though they counted before the one it

@@ -142,6 +142,44 @@ TEST(Generators, ConcurrentRecordsBranchesOwnTheirRecordsAndRunNetworks) {
   EXPECT_GE(runsInTwoBranches, seeds / 20);
 }
 
+TEST(Generators, ConcurrentRecordsDestroyALongCopysRecordBesideAShutdown) {
+  // Some blocks shut a device down while another branch uploads a record of
+  // tens of MiB to it, or reads one back from it, and destroys the record
+  // as its next command: a backend still touching the copy's host memory
+  // after the shutdown then touches unmapped memory.
+  const PropertyFamily &concurrent = family("concurrent-records");
+  ScenarioGenerator generator(concurrent.profile(), fakeCapabilities());
+  std::map<CommandKind, size_t> destroyedAfter;
+  const size_t seeds = 1500;
+  for (uint64_t seed = 0; seed < seeds; ++seed) {
+    Scenario s = generator.generate(seed, concurrent.steps);
+    std::map<std::string, size_t> elements;
+    std::map<int, const Command *> lastOfBranch;
+    std::set<std::string> shutDown;
+    for (const Command &c : s.commands) {
+      if (c.kind == CommandKind::Create)
+        elements[c.target] = c.dims.empty() ? 1 : c.dims[0];
+      if (c.branch && c.kind == CommandKind::Shutdown)
+        shutDown.insert(c.device);
+    }
+    for (const Command &c : s.commands) {
+      if (!c.branch)
+        continue;
+      const Command *before = lastOfBranch[c.branch];
+      lastOfBranch[c.branch] = &c;
+      if (c.kind != CommandKind::Destroy || !before ||
+          before->target != c.target || !shutDown.count(before->device) ||
+          elements[c.target] * 4 <= MappedAllocationBytes)
+        continue;
+      if (before->kind == CommandKind::ToDevice ||
+          before->kind == CommandKind::FromDevice)
+        ++destroyedAfter[before->kind];
+    }
+  }
+  EXPECT_GE(destroyedAfter[CommandKind::ToDevice], 3u);
+  EXPECT_GE(destroyedAfter[CommandKind::FromDevice], 1u);
+}
+
 TEST(Generators, EveryGeneratedScenarioPrintsAndParsesBackAsItself) {
   // A command carries only the fields its kind prints: parse(print(s)) is
   // s itself, and the shrinker sees no device a command does not use.

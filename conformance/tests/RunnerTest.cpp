@@ -973,6 +973,40 @@ create b f32 [4]
             "(give each branch a view)");
 }
 
+TEST(Runner, ABranchDestroysItsTensorsWhileOthersRun) {
+  // Branch 1 destroys the tensor it uploaded, which a view of branch 2
+  // shares a record with, and a tensor of its own: the record stays on the
+  // device for the view, read back with the block's end, and the names go.
+  const char *text = R"(device d0
+create a f32 [16] fill=1
+create b f32 [16] fill=2
+create c f32 [4] fill=3
+view a2 a [16]
+|1 to-device a d0
+|1 destroy a
+|1 destroy c
+|2 to-device b d0
+|2 from-device a2 d0 keep
+|2 read b
+)";
+  RunResult r = run(text);
+  EXPECT_TRUE(r.passed()) << (r.divergence ? r.divergence->toString()
+                                           : r.setupError);
+  EXPECT_EQ(r.labels["linearized"], 1);
+  // A name a branch destroyed is named by no later command of the block.
+  ParseResult parsed = parseScenario(R"(device d0
+create a f32 [4]
+create b f32 [4]
+|1 destroy a
+|1 read a
+|2 read b
+)");
+  const ParseError *e = std::get_if<ParseError>(&parsed);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->toString(), "5:1: expected a well-formed scenario: step 4 "
+                           "(read): unknown tensor 'a'");
+}
+
 TEST(Runner, ATransferIssuedWithoutWaitingIsCheckedAtItsOwnStep) {
   // Its outcome is known only after the next command that waits, and is
   // reported at the step that issued it.

@@ -128,11 +128,14 @@ struct GeneratorProfile {
   /// runs no network (validateScenario).
   unsigned branchShutdownPercent = 0;
   /// Percent of the blocks with a shutdown in which the shutdown takes down
-  /// a device that holds a fresh record of longCopyBytes, which another
-  /// branch reads back first: the copy is under way for milliseconds when
-  /// the device goes, so that a backend that frees its memory without
-  /// waiting for its copies (which large blocks, unmapped when freed, turn
-  /// into a crash) shows. 0: none.
+  /// a device while another branch copies a fresh record of longCopyBytes
+  /// to it or back from it, first: the copy is under way for milliseconds
+  /// when the device goes, so that a backend that frees its memory without
+  /// waiting for its copies shows. The copying branch then destroys the
+  /// record (always after an upload, in half the cases after a read-back),
+  /// so that a backend still reading the source or writing the destination
+  /// once the copy has called back, the shutdown's or its own, shows too.
+  /// Large blocks, unmapped when freed, turn either into a crash. 0: none.
   unsigned longCopyBesideShutdownPercent = 0;
   /// The size range of that record, in bytes: past MappedAllocationBytes,
   /// so that a device whose memory comes from malloc unmaps it when freed.
