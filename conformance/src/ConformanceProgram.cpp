@@ -163,6 +163,10 @@ void list() {
       if (!p.widensRacesWith.empty())
         std::cout << "; widens race windows at " << p.widensRacesWith
                   << " (half the concurrency families' cases)";
+      if (!p.holdsOperationsWith.empty())
+        std::cout << "; holds operations in flight at " << p.holdsOperationsWith
+                  << " (a quarter of the faults "
+                  << "family's cases)";
       std::cout << "\n";
     }
     auto configurations =

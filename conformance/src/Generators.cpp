@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <set>
@@ -69,9 +70,22 @@ public:
   /// One command for the model's current state, or nullopt when the drawn
   /// kind is impossible now.
   std::optional<Command> next() {
-    // A command held back for the fault planned just before it.
+    // A command held back for the fault planned just before it, and the
+    // commands planned to come next.
     if (heldCommand_)
       return std::exchange(heldCommand_, std::nullopt);
+    if (!planned_.empty()) {
+      Command c = std::move(planned_.front());
+      planned_.pop_front();
+      return c;
+    }
+    // The fault planned behind a read-back still in flight; then work
+    // towards an operation at its site.
+    if (faultBehind_) {
+      planFault_ = std::exchange(faultBehind_, std::nullopt);
+      focus_ = kindHitting(planFault_->site);
+      return draw(CommandKind::InjectFault);
+    }
     if (evictNext_) {
       Command c;
       c.kind = CommandKind::EvictNetwork;
@@ -189,6 +203,101 @@ public:
           busyRunRecords_.push_back(m_.tensor(name)->record);
         if (rng_.percent(60))
           focus_ = CommandKind::Run;
+      }
+    }
+    // A read-back issued without waiting, then at once a fault planned on
+    // its device (GeneratorProfile::faultBehindReadBackPercent).
+    if (c && c->kind == CommandKind::FromDevice && !heldCommand_ &&
+        !planFault_ && p_.faultBehindReadBackPercent &&
+        !m_.transfersPending() && rng_.percent(p_.faultBehindReadBackPercent)) {
+      const ModelDevice &d = m_.devices().at(c->device);
+      std::vector<ErrorCode> codes;
+      for (ErrorCode code : p_.faultCodes)
+        if (code != ErrorCode::DeviceLost)
+          codes.push_back(code);
+      if (d.traits.capabilities.faultInjection && !d.shutDown &&
+          !d.lossPlanned && !codes.empty()) {
+        c->noWait = true;
+        c->sync = false;
+        // Half the time the fault comes first, for a read-back of another
+        // record right after this one, which is struck while this one's
+        // completion may still be on its way: a backend that strikes a
+        // fault at the next completion it delivers fails this one instead.
+        // Both records are on the device (the other uploaded first where
+        // it is on the host), so that both reach it.
+        bool readBackFaultPlanned =
+            std::any_of(d.faults.begin(), d.faults.end(), [](const auto &f) {
+              return f.site == FaultSite::TransferFromDevice;
+            });
+        // Tensors of records on the device, or on the host (uploaded
+        // first), one per record.
+        std::vector<const std::string *> candidates;
+        std::set<int> records;
+        if (!readBackFaultPlanned)
+          for (const auto &[name, x] : m_.tensors()) {
+            if (x.empty() || x.isView)
+              continue;
+            const ModelRecord &r = m_.records().at(x.record);
+            if ((r.state == ResidencyState::Host ||
+                 (r.state == ResidencyState::Device &&
+                  r.device == c->device)) &&
+                records.insert(x.record).second)
+              candidates.push_back(&name);
+          }
+        if (candidates.size() >= 2 && rng_.percent(50)) {
+          size_t first = rng_.below(candidates.size());
+          size_t second = (first + 1 + rng_.below(candidates.size() - 1)) %
+                          candidates.size();
+          c->target = *candidates[first];
+          Command struck;
+          struck.kind = CommandKind::FromDevice;
+          struck.target = *candidates[second];
+          struck.device = c->device;
+          struck.release = rng_.percent(50);
+          Command fault;
+          fault.kind = CommandKind::InjectFault;
+          fault.device = c->device;
+          fault.fault.site = FaultSite::TransferFromDevice;
+          fault.fault.nth = 2;
+          fault.fault.code = codes[rng_.below(codes.size())];
+          // The uploads of the records on the host, where the budget lets
+          // both through.
+          Model after(m_);
+          for (const std::string *name : {&c->target, &struck.target}) {
+            const ModelTensor &x = *m_.tensor(*name);
+            if (m_.records().at(x.record).state != ResidencyState::Host)
+              continue;
+            Command upload;
+            upload.kind = CommandKind::ToDevice;
+            upload.target = *name;
+            upload.device = c->device;
+            if (after.apply(upload).outcome != Outcome::ok()) {
+              planned_.clear();
+              break;
+            }
+            planned_.push_back(std::move(upload));
+          }
+          if (after.records().at(after.tensor(c->target)->record).state ==
+                  ResidencyState::Device &&
+              after.records().at(after.tensor(struck.target)->record).state ==
+                  ResidencyState::Device) {
+            planned_.push_back(std::move(fault));
+            planned_.push_back(std::move(*c));
+            planned_.push_back(std::move(struck));
+            Command next = std::move(planned_.front());
+            planned_.pop_front();
+            return next;
+          }
+          planned_.clear();
+        }
+        FaultSite site =
+            rng_.percent(60)
+                ? FaultSite::TransferFromDevice
+                : std::array{FaultSite::Allocation, FaultSite::TransferToDevice,
+                             FaultSite::Run}[rng_.below(3)];
+        faultBehind_ =
+            PlannedFault{c->device, site, unsigned(1 + rng_.below(2)),
+                         codes[rng_.below(codes.size())]};
       }
     }
     if (c && c->kind == CommandKind::InjectFault && rng_.percent(60)) {
@@ -1954,6 +2063,10 @@ private:
   };
   std::optional<FaultedEnsurePlan> faultedEnsure_;
   std::optional<PlannedFault> planFault_;
+  /// The fault planned next, behind a read-back issued without waiting.
+  std::optional<PlannedFault> faultBehind_;
+  /// Commands planned to come next, in order.
+  std::deque<Command> planned_;
   /// A run drawn after the fault planned for it, issued next.
   std::optional<Command> heldCommand_;
   std::optional<std::string> planEnsure_;
@@ -2066,6 +2179,11 @@ ScenarioGenerator::generate(ChoiceSource &rng, size_t steps,
     for (DeviceSpec &d : s.devices)
       d.parameters.insert(profile_.fanInDeviceParameters.begin(),
                           profile_.fanInDeviceParameters.end());
+  if (!profile_.slowDeviceParameters.empty() &&
+      rng.percent(profile_.slowDevicePercent))
+    for (DeviceSpec &d : s.devices)
+      d.parameters.insert(profile_.slowDeviceParameters.begin(),
+                          profile_.slowDeviceParameters.end());
   if (!profile_.raceWideningParameters.empty() &&
       rng.percent(profile_.raceWideningPercent))
     for (DeviceSpec &d : s.devices)

@@ -963,6 +963,12 @@ ModelStep Model::applyStep(const Command &c) {
   if (c.kind == CommandKind::EvictNetwork &&
       pendingRunNetworks_.count(c.target))
     step.labels.emplace_back("evict-while-run-pending");
+  // A fault planned while a read-back issued without waiting is in flight,
+  // which must not meet it.
+  if (c.kind == CommandKind::InjectFault && issuedWithoutWaiting_)
+    step.labels.emplace_back("fault-planned-behind-read-back");
+  loneReadBackPending_ =
+      c.noWait && !issuedWithoutWaiting_ && c.kind == CommandKind::FromDevice;
   issuedWithoutWaiting_ = c.noWait;
   if (!c.noWait) {
     pendingRecords_.clear();
@@ -1352,8 +1358,13 @@ bool commandFitsModel(const Command &c, const Model &model) {
   case CommandKind::Shutdown:
   case CommandKind::InjectFault:
     // Not while transfers issued without waiting are pending: what they
-    // would do to them is a matter of timing (validateScenario).
-    return hasDevice(c.device) && !model.transfersPending();
+    // would do to them is a matter of timing (validateScenario). Except a
+    // fault that does not lose the device behind one read-back, which
+    // reached its device when it was issued.
+    return hasDevice(c.device) && (!model.transfersPending() ||
+                                   (c.kind == CommandKind::InjectFault &&
+                                    c.fault.code != ErrorCode::DeviceLost &&
+                                    model.loneReadBackPending()));
   case CommandKind::Run:
     for (const auto &[ph, t] : c.bindings)
       if (!has(t))

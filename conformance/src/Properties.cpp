@@ -556,6 +556,18 @@ std::vector<PropertyFamily> makeFamilies() {
                  p.minNetworkNodes = 2;
                  p.faultedEnsurePlanPercent = 10;
                  p.runFaultPercent = 70;
+                 // Faults planned while a read-back is still in flight,
+                 // which must not meet them: where a backend counts an
+                 // operation (when it is issued, when a worker performs it,
+                 // when its completion is delivered) shows.
+                 p.faultBehindReadBackPercent = 30;
+                 // In a case in four the device's operations stay in flight
+                 // a while (the fake device's async=1 delays, OpenCL's
+                 // commands held before they start, up to half a
+                 // millisecond), so that the command after a read-back
+                 // issued without waiting meets it in flight
+                 // (BackendParameter::holdsOperationsWith).
+                 p.slowDevicePercent = 25;
                  return p;
                },
                faultsKeyLabels()});
@@ -1134,16 +1146,28 @@ runPropertyInConfigurations(const PropertyFamily &family,
       continue;
     }
     GeneratorProfile configured = profile;
-    // A parameter of fan-in blocks that this device cannot honour is left
-    // out: their holding operation then takes as long as the device does.
-    std::erase_if(configured.fanInDeviceParameters, [&](const auto &p) {
+    // A parameter of fan-in blocks or slow devices that this device cannot
+    // honour is left out: their operations then take as long as the device
+    // does.
+    auto cannotHonour = [&](const auto &p) {
       std::string prefix = options.backend + ":";
       if (!p.first.starts_with(prefix))
         return false;
       ParameterMap with = configurations[i];
       with[p.first.substr(prefix.size())] = p.second;
       return !unsupportedConfiguration(options.backend, with).empty();
-    });
+    };
+    std::erase_if(configured.fanInDeviceParameters, cannotHonour);
+    // The backend's own ways of holding its operations in flight, in the
+    // configurations that leave them unset (and can have them).
+    if (configured.slowDevicePercent)
+      for (const BackendParameter &p : info->parameters)
+        if (!p.holdsOperationsWith.empty() &&
+            !configurations[i].count(p.name) &&
+            !cannotHonour(std::pair(options.backend + ":" + p.name,
+                                    p.holdsOperationsWith)))
+          configured.slowDeviceParameters[options.backend + ":" + p.name] =
+              p.holdsOperationsWith;
     // The backend's own ways of widening race windows, in the
     // configurations that leave them unset (and can have them).
     if (configured.raceWideningPercent)

@@ -495,6 +495,9 @@ std::string validateScenario(const Scenario &scenario) {
   // a planned DeviceLost may shut down: a shutdown meeting pending work
   // would make its outcome a matter of timing.
   bool pending = false;
+  // Whether the one command pending is a from-device: its operation
+  // reached the device when it was issued.
+  bool loneReadBack = false;
   Names mayBeLost;
   // Devices with a memory budget: the input copies a run issued with '&'
   // holds until it completes would make a later allocation's outcome a
@@ -609,11 +612,15 @@ std::string validateScenario(const Scenario &scenario) {
     if (c.sync && c.noWait)
       return step() + "'sync' waits in the framework's helper: it cannot be "
                       "issued without waiting ('&') too";
-    if (pending &&
-        (c.kind == CommandKind::Shutdown || c.kind == CommandKind::InjectFault))
+    if (pending && (c.kind == CommandKind::Shutdown ||
+                    (c.kind == CommandKind::InjectFault &&
+                     (!loneReadBack || c.fault.code == ErrorCode::DeviceLost))))
       return step() + "a transfer issued with '&' is still pending: a "
                       "command without '&' must come first (what a shutdown "
-                      "or a fault does to pending work depends on timing)";
+                      "or a fault does to pending work depends on timing; "
+                      "only a fault that does not lose the device may "
+                      "follow a lone from-device issued with '&', which "
+                      "reached its device before it)";
     if (c.kind == CommandKind::AddNetwork)
       networkDevice[c.target] = c.device;
     std::string_view pendingDevice = c.device;
@@ -632,6 +639,7 @@ std::string validateScenario(const Scenario &scenario) {
     if (c.kind == CommandKind::InjectFault &&
         c.fault.code == ErrorCode::DeviceLost)
       mayBeLost.insert(c.device);
+    loneReadBack = c.noWait && !pending && c.kind == CommandKind::FromDevice;
     pending = c.noWait;
     auto needTensor = [&](const std::string &name) -> std::string {
       return tensors.count(name) ? ""

@@ -180,6 +180,35 @@ TEST(Generators, ConcurrentRecordsDestroyALongCopysRecordBesideAShutdown) {
   EXPECT_GE(destroyedAfter[CommandKind::FromDevice], 1u);
 }
 
+TEST(Generators, FaultsArePlannedBesideReadBacksInFlight) {
+  // A fault planned while a read-back issued without waiting is in flight,
+  // which it must not strike; and a fault planned for the read-back after
+  // one issued without waiting, which it strikes while the first one's
+  // completion may still be on its way.
+  const PropertyFamily &faults = family("faults");
+  ScenarioGenerator generator(faults.profile(), fakeCapabilities());
+  size_t behind = 0, before = 0;
+  const size_t seeds = 300;
+  for (uint64_t seed = 0; seed < seeds; ++seed) {
+    Scenario s = generator.generate(seed, 20 + seed % 41);
+    EXPECT_EQ(validateScenario(s), "") << "seed " << seed;
+    for (size_t i = 1; i < s.commands.size(); ++i) {
+      const Command &prev = s.commands[i - 1], &c = s.commands[i];
+      if (prev.kind == CommandKind::FromDevice && prev.noWait &&
+          c.kind == CommandKind::InjectFault)
+        ++behind;
+      if (i + 1 < s.commands.size() && prev.kind == CommandKind::InjectFault &&
+          c.kind == CommandKind::FromDevice && c.noWait &&
+          c.expect == Outcome::ok() &&
+          s.commands[i + 1].kind == CommandKind::FromDevice &&
+          s.commands[i + 1].expect.kind == Outcome::Kind::Error)
+        ++before;
+    }
+  }
+  EXPECT_GE(behind, seeds / 10);
+  EXPECT_GE(before, 3u);
+}
+
 TEST(Generators, EveryGeneratedScenarioPrintsAndParsesBackAsItself) {
   // A command carries only the fields its kind prints: parse(print(s)) is
   // s itself, and the shrinker sees no device a command does not use.

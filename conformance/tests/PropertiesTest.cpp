@@ -552,6 +552,48 @@ TEST(Properties, ConcurrencyFamiliesWidenRaceWindowsInHalfTheirCases) {
   EXPECT_GE(plainDevices.exchange(0), 40);
 }
 
+namespace {
+/// Devices the holding test backend made, with the parameter's holding
+/// value and without it.
+std::atomic<int> heldDevices{0}, unheldDevices{0};
+} // namespace
+
+TEST(Properties, TheFaultsFamilyHoldsOperationsInFlightInAQuarterOfItsCases) {
+  // A fake device whose max-delay-us declares 9 as its holding value: the
+  // faults family sets it on the devices of about a quarter of its cases,
+  // except in a configuration that sets the parameter itself.
+  BackendInfo info = fake::fakeBackendInfo();
+  info.name = "holding-fake";
+  info.testOnly = true;
+  for (BackendParameter &p : info.parameters)
+    if (p.name == "max-delay-us")
+      p.holdsOperationsWith = "9";
+  info.factory = [](const DeviceConfig &c) {
+    auto it = c.parameters.find("max-delay-us");
+    ++(it != c.parameters.end() && it->second == "9" ? heldDevices
+                                                     : unheldDevices);
+    return fake::fakeBackendInfo().factory(c);
+  };
+  BackendRegistry::instance().add(info);
+  PropertyOptions options;
+  options.backend = "holding-fake";
+  options.cases = 80;
+  std::vector<PropertyResult> rows = runPropertyInConfigurations(
+      family("faults"), options, {{{"async", "1"}}});
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].status, PropertyResult::Status::Passed) << rows[0].reason;
+  int held = heldDevices.exchange(0), unheld = unheldDevices.exchange(0);
+  EXPECT_GT(held, (held + unheld) / 10) << held << " of " << held + unheld;
+  EXPECT_LT(held, (held + unheld) / 2) << held << " of " << held + unheld;
+
+  rows = runPropertyInConfigurations(family("faults"), options,
+                                     {{{"async", "1"}, {"max-delay-us", "3"}}});
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].status, PropertyResult::Status::Passed) << rows[0].reason;
+  EXPECT_EQ(heldDevices.exchange(0), 0);
+  EXPECT_GT(unheldDevices.exchange(0), 80);
+}
+
 TEST(Properties, SkipsCarryTheirReason) {
   PropertyFamily f = propertyFamilies().front();
   f.skipReason = [](const Capabilities &) {

@@ -766,6 +766,9 @@ const std::vector<BackendParameter> &openCLParameters() {
         {300});
     driverDelay.testedWith = {{"pinned-staging", "1"},
                               {"staging-min-bytes", "0"}};
+    // Commands held up to half a millisecond: the next command of the
+    // program meets one issued without waiting in flight.
+    driverDelay.holdsOperationsWith = "500";
     // Tested alone, over the default paths, and with the other parameters
     // in the combined configurations: a race between the backend's threads
     // shows when one thread's code between two calls meets another's, a

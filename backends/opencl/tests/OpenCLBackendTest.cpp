@@ -222,6 +222,10 @@ TEST(OpenCLBackend, DeclaresItsParametersAndTheConfigurationsToTest) {
   for (const BackendParameter &p : info->parameters)
     EXPECT_EQ(p.widensRacesWith, p.name == "driver-jitter-us" ? "50" : "")
         << p.name;
+  // Only the delay holds operations in flight.
+  for (const BackendParameter &p : info->parameters)
+    EXPECT_EQ(p.holdsOperationsWith, p.name == "driver-delay-us" ? "500" : "")
+        << p.name;
 }
 
 TEST(OpenCLBackend,

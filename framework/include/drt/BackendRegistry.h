@@ -79,6 +79,14 @@ struct BackendParameter {
   /// looked for with the windows wide on every path the configurations
   /// sweep, not only in a configuration of its own.
   std::string widensRacesWith;
+  /// A value of the parameter that keeps the device's operations in flight
+  /// for a while before they complete, however fast the device (each held
+  /// a moment before it may start, say), for testing; empty for none. The
+  /// conformance suite's families whose commands must meet an operation
+  /// still in flight (a fault planned behind a read-back) set it on the
+  /// devices of some of their cases, in every configuration that leaves
+  /// the parameter unset.
+  std::string holdsOperationsWith;
   /// Why a Boolean, Unsigned or Choice parameter is tested at its default
   /// only (it selects hardware rather than changing how the backend works,
   /// say); empty for one a conformance run sweeps. A value no run tests is

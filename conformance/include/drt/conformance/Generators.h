@@ -90,6 +90,17 @@ struct GeneratorProfile {
   /// run's outputs, and a fault that must not strike a later command. 0:
   /// none.
   unsigned runFaultPercent = 0;
+  /// Percent of from-devices issued without waiting with a fault planned
+  /// on their device beside them (a code of faultCodes other than
+  /// DeviceLost). Half the time the fault follows at once (any site, nth 1
+  /// or 2), while the read-back is still in flight: the read-back reached
+  /// the device before the plan and must not meet it, however late the
+  /// device performs it (a backend that counts a fault when its worker
+  /// performs the operation fails it). Else the fault comes first, for the
+  /// read-back after this one (from-device, nth 2), which is struck while
+  /// this one's completion may still be on its way (a backend that strikes
+  /// the fault at the next completion it delivers fails this one). 0: none.
+  unsigned faultBehindReadBackPercent = 0;
   /// Percent of to-devices that are first offered a live location of
   /// another device of the record's size, where there is one, and of frees
   /// sent to a device picked at random (at least 10): handles a device must
@@ -178,6 +189,13 @@ struct GeneratorProfile {
   /// keep its holding operation in flight long enough for the waiters to
   /// arrive ("BACKEND:KEY" reaches that backend's devices only).
   std::map<std::string, std::string> fanInDeviceParameters;
+  /// Percent of scenarios whose devices get slowDeviceParameters. 0: none.
+  unsigned slowDevicePercent = 0;
+  /// Parameters that keep a device's operations in flight for a while
+  /// before they complete, however fast the device, so that the commands
+  /// after an operation issued without waiting meet it in flight
+  /// (BackendParameter::holdsOperationsWith), "BACKEND:KEY" to value.
+  std::map<std::string, std::string> slowDeviceParameters;
   /// Percent of scenarios whose devices get raceWideningParameters (drawn
   /// only where there are some). 0: none.
   unsigned raceWideningPercent = 0;

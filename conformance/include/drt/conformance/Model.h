@@ -277,6 +277,10 @@ public:
   /// True while transfers or runs issued without waiting ('&') have not been
   /// waited for: until the next command written without '&'.
   bool transfersPending() const { return issuedWithoutWaiting_; }
+  /// True while the one command pending of those issued without waiting is
+  /// a from-device: its operation reached the device when it was issued, so
+  /// a fault planned now (one that does not lose the device) is not its.
+  bool loneReadBackPending() const { return loneReadBackPending_; }
   /// True while such a transfer or run of the record of tensor \p name is
   /// pending.
   bool transferPendingOn(const std::string &name) const;
@@ -392,6 +396,7 @@ private:
   /// A command was issued without waiting since the last one that waits
   /// (one that is refused at once too: scenario validation counts it).
   bool issuedWithoutWaiting_ = false;
+  bool loneReadBackPending_ = false;
   /// Those of runs, each with the device of its run.
   std::map<int, std::string> pendingRunRecords_;
   /// The networks of those runs.
