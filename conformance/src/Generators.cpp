@@ -97,6 +97,8 @@ public:
       return b;
     if (std::optional<Command> r = releasedBlockCommand())
       return r;
+    if (std::optional<Command> t = twinsCommand())
+      return t;
     if (std::optional<Command> a = anchorCommand())
       return a;
     if (faultWanted_ && faultWantedStepsLeft_ <= 0)
@@ -401,6 +403,9 @@ public:
     if (p_.releasedBlockRunPercent && steps >= 12 &&
         rng_.percent(p_.releasedBlockRunPercent))
       releasedBlockAt_ = rng_.below(steps - 11);
+    if (p_.contentTwinsPercent && steps >= 12 &&
+        rng_.percent(p_.contentTwinsPercent))
+      twinsAt_ = rng_.below(steps - 9);
     if (!p_.allocationBursts || steps < 2000)
       return;
     reuseAt_ = steps / 10 + rng_.below(steps * 3 / 10);
@@ -1627,6 +1632,89 @@ private:
     return c;
   }
 
+  /// The next command of the content twins' plan
+  /// (GeneratorProfile::contentTwinsPercent), or nullopt.
+  std::optional<Command> twinsCommand() {
+    if (twinsAt_ && burstClock_ >= *twinsAt_) {
+      twinsAt_.reset();
+      if (!ch_.liveDevices.empty() &&
+          m_.tensors().size() + 4 <= p_.maxTensors) {
+        Command a;
+        a.kind = CommandKind::Create;
+        a.target = freshTensor();
+        pickType(a);
+        a.pattern = pickPattern();
+        Command b = a;
+        b.target = freshTensor();
+        const std::string &first = *rng_.pick(ch_.liveDevices);
+        const std::string &second =
+            rng_.percent(50) ? first : *rng_.pick(ch_.liveDevices);
+        auto transfer = [&](CommandKind kind, const std::string &target,
+                            const std::string &dev) {
+          Command c;
+          c.kind = kind;
+          c.target = target;
+          c.device = dev;
+          return c;
+        };
+        twinsPlan_ = {b};
+        // A few elements in the middle of the second, through a view: the
+        // twins then agree in their first and last bytes only.
+        size_t elements = 1;
+        for (size_t d : a.dims)
+          elements *= d;
+        if (elements >= 8 && rng_.percent(50)) {
+          Command v;
+          v.kind = CommandKind::View;
+          v.target = freshTensor();
+          v.source = b.target;
+          size_t changed = 1 + rng_.below(std::min<size_t>(4, elements / 4));
+          v.dims = {changed};
+          v.offset = elements / 2 - changed / 2;
+          Command w;
+          w.kind = CommandKind::Write;
+          w.target = v.target;
+          w.pattern = a.pattern % 200 + 1;
+          twinsPlan_.push_back(v);
+          twinsPlan_.push_back(w);
+        }
+        twinsPlan_.push_back(transfer(CommandKind::ToDevice, a.target, first));
+        twinsPlan_.push_back(transfer(CommandKind::ToDevice, b.target, second));
+        // Half the time a run then writes the second in place: a block the
+        // twins share is the first's too, whichever device holds it.
+        if (m_.placement().size() < 3 && rng_.percent(50)) {
+          Command add =
+              transfer(CommandKind::AddNetwork,
+                       "twin" + std::to_string(locationCount_++), second);
+          add.elemKind = a.elemKind;
+          add.dims = a.dims;
+          add.nodes = {NetworkNode{OpKind::Copy, {"x"}, "o0", 1.0}};
+          Command x = a;
+          x.target = freshTensor();
+          x.pattern = a.pattern % 200 + 1;
+          Command run;
+          run.kind = CommandKind::Run;
+          run.target = add.target;
+          run.bindings = {{"x", x.target}, {"o0", b.target}};
+          twinsPlan_.push_back(add);
+          twinsPlan_.push_back(x);
+          twinsPlan_.push_back(run);
+        }
+        Command back = transfer(CommandKind::FromDevice, b.target, second);
+        back.release = rng_.percent(50);
+        twinsPlan_.push_back(back);
+        twinsPlan_.push_back(
+            transfer(CommandKind::FromDevice, a.target, first));
+        return a;
+      }
+    }
+    if (twinsPlan_.empty())
+      return std::nullopt;
+    Command c = std::move(twinsPlan_.front());
+    twinsPlan_.erase(twinsPlan_.begin());
+    return c;
+  }
+
   /// The size of a burst's allocations on \p dev: that of a record resident
   /// there of at most \p most bytes (its size class), else a small one.
   uint64_t burstBytes(const std::string &dev, uint64_t most) {
@@ -2106,6 +2194,8 @@ private:
   /// The released-block plan (releasedBlockCommand): when it is due, and
   /// its commands not yet drawn.
   std::optional<size_t> releasedBlockAt_;
+  std::optional<size_t> twinsAt_;
+  std::vector<Command> twinsPlan_;
   std::vector<Command> releasedBlockPlan_;
   /// The next fault's turn among sites and codes, and the next run fault's
   /// among codes (drawn on first use).
@@ -2303,7 +2393,11 @@ void ScenarioGenerator::addParallelBlock(
     c.expect = model.apply(c).outcome;
     s.commands.push_back(std::move(c));
   };
-  // Appends a create of a fresh tensor named after \p base; its name.
+  // Appends a create of a fresh tensor named after \p base; its name. Often
+  // with the fill of the block's last tensor of its type: twins in other
+  // branches, which a device that shares the blocks of equal uploads links
+  // though no record does.
+  std::map<std::pair<ElemKind, std::vector<size_t>>, uint64_t> fills;
   auto create = [&](std::string base, ElemKind kind,
                     const std::vector<size_t> &dims) {
     Command c;
@@ -2314,6 +2408,10 @@ void ScenarioGenerator::addParallelBlock(
     c.elemKind = kind;
     c.dims = dims;
     c.pattern = 1 + rng.below(200);
+    auto [fill, fresh] = fills.try_emplace({kind, dims}, c.pattern);
+    if (!fresh && rng.percent(40))
+      c.pattern = fill->second;
+    fill->second = c.pattern;
     std::string name = c.target;
     append(std::move(c));
     return name;

@@ -109,7 +109,11 @@ std::vector<PropertyFamily> makeFamilies() {
                  w[K::View] = 8;
                  w[K::Read] = 8;
                  w[K::Write] = 4;
-                 return oneDevice(w);
+                 GeneratorProfile p = oneDevice(w);
+                 // Twins, equal or differing only in the middle, on a
+                 // device that may share the blocks of equal uploads.
+                 p.contentTwinsPercent = 50;
+                 return p;
                },
                {"view-observes-Device", "view@Device"}});
   f.push_back({"clone-independence",
@@ -311,6 +315,9 @@ std::vector<PropertyFamily> makeFamilies() {
                  p.space.elemKinds = {ElemKind::Float32};
                  p.devices.push_back(device("d1"));
                  p.foreignLocationPercent = 30;
+                 // Twins on one device or on both: devices of one backend
+                 // may share what they store.
+                 p.contentTwinsPercent = 50;
                  return p;
                },
                {"cross-device-move-from-Device", "run-input-moved"},
@@ -696,6 +703,7 @@ std::vector<PropertyFamily> makeFamilies() {
                  GeneratorProfile p = oneDevice(w);
                  p.devices.push_back(device("d1"));
                  p.drawBudgets = true;
+                 p.contentTwinsPercent = 30;
                  return p;
                },
                {"to-device@Mirrored", "cross-device-move-"}});

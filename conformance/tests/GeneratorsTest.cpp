@@ -209,6 +209,44 @@ TEST(Generators, FaultsArePlannedBesideReadBacksInFlight) {
   EXPECT_GE(before, 3u);
 }
 
+TEST(Generators, ContentTwinsAreUploadedAndReadBack) {
+  // Two creates of one type and fill in a row, both uploaded and read back
+  // later; in some, a write through a view in the middle of the second.
+  const PropertyFamily &crossDevice = family("cross-device");
+  ScenarioGenerator generator(crossDevice.profile(), fakeCapabilities());
+  size_t twins = 0, nearTwins = 0, runOverTwin = 0;
+  const size_t seeds = 200;
+  for (uint64_t seed = 0; seed < seeds; ++seed) {
+    Scenario s = generator.generate(seed, 30);
+    for (size_t i = 0; i + 1 < s.commands.size(); ++i) {
+      const Command &a = s.commands[i], &b = s.commands[i + 1];
+      if (a.kind != CommandKind::Create || b.kind != CommandKind::Create ||
+          a.elemKind != b.elemKind || a.dims != b.dims ||
+          a.pattern != b.pattern)
+        continue;
+      bool aBack = false, bBack = false;
+      for (size_t j = i + 2; j < s.commands.size(); ++j) {
+        const Command &c = s.commands[j];
+        aBack = aBack || (c.kind == CommandKind::FromDevice &&
+                          c.target == a.target && c.expect == Outcome::ok());
+        bBack = bBack || (c.kind == CommandKind::FromDevice &&
+                          c.target == b.target && c.expect == Outcome::ok());
+        nearTwins +=
+            c.kind == CommandKind::View && c.source == b.target && j == i + 2;
+        runOverTwin +=
+            c.kind == CommandKind::Run &&
+            std::any_of(c.bindings.begin(), c.bindings.end(),
+                        [&](const auto &x) { return x.second == b.target; });
+      }
+      twins += aBack && bBack;
+      break;
+    }
+  }
+  EXPECT_GE(twins, seeds / 8);
+  EXPECT_GE(nearTwins, seeds / 40);
+  EXPECT_GE(runOverTwin, seeds / 40);
+}
+
 TEST(Generators, EveryGeneratedScenarioPrintsAndParsesBackAsItself) {
   // A command carries only the fields its kind prints: parse(print(s)) is
   // s itself, and the shrinker sees no device a command does not use.

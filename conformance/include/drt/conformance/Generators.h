@@ -251,6 +251,14 @@ struct GeneratorProfile {
   /// freed block for the output without ordering the two loses the run's
   /// result.
   unsigned releasedBlockRunPercent = 0;
+  /// Percent of scenarios that, at a random point, make two tensors of one
+  /// type and one fill (content twins), in half of them then write a few
+  /// elements in the middle of the second through a view (near twins, whose
+  /// first and last bytes agree), upload both (to one device, or to two
+  /// where there are two), and read both back. A device that shares the
+  /// blocks of equal uploads (deduplicates) must tell twins that are not
+  /// equal apart, and keep each record's bytes its own.
+  unsigned contentTwinsPercent = 0;
   /// The cycles of a reuse burst, drawn between these (inclusive).
   std::pair<unsigned, unsigned> reuseBurstCycles = {257, 400};
   /// The allocations a pressure burst holds live at once, drawn between
