@@ -241,6 +241,36 @@ protected:
   }
 };
 
+/// A read-back's first byte is flipped on every device made after the
+/// process's 40th: a state of the backend's that outlives its devices, so
+/// that a case fails only after earlier cases in the same process, and its
+/// minimal scenario passes when run alone (the conformance program says so).
+class CorruptsAfterFortyDevices final : public FakeDevice {
+public:
+  explicit CorruptsAfterFortyDevices(DeviceConfig config)
+      : FakeDevice(std::move(config)), corrupts_(++made() > 40) {}
+  ~CorruptsAfterFortyDevices() override { shutdown(); }
+
+protected:
+  void copyFromDevice(DeviceLocation src, std::byte *dst, uint64_t bytes,
+                      CompletionCallback done) override {
+    if (!corrupts_)
+      return FakeDevice::copyFromDevice(src, dst, bytes, std::move(done));
+    FakeDevice::copyFromDevice(src, dst, bytes, [done, dst, bytes](Error e) {
+      if (e.isSuccess() && bytes > 0)
+        dst[0] ^= std::byte{0x40};
+      done(std::move(e));
+    });
+  }
+
+private:
+  static std::atomic<int> &made() {
+    static std::atomic<int> count{0};
+    return count;
+  }
+  bool corrupts_;
+};
+
 /// copyFromDevice() moves whole bursts of 64 bytes: the last one writes the
 /// device's zero padding past the end of the host buffer it was given.
 class ReadBackPastTheEnd final : public FakeDevice {
@@ -827,6 +857,10 @@ DRT_REGISTER_BACKEND(mutant<RunLeaksOutputCopies>(
     "execute() keeps an extra device copy of every output"));
 DRT_REGISTER_BACKEND(mutant<CorruptReadBack>(
     "corrupt-read-back", "copyFromDevice() flips a bit of the first byte"));
+DRT_REGISTER_BACKEND(mutant<CorruptsAfterFortyDevices>(
+    "corrupts-after-forty-devices",
+    "a read-back's first byte flipped on every device made after the "
+    "process's 40th"));
 DRT_REGISTER_BACKEND(mutant<ReadBackPastTheEnd>(
     "read-back-past-the-end", "copyFromDevice() writes whole 64-byte bursts, "
                               "past the host buffer's end"));

@@ -357,6 +357,49 @@ int runStartedByItself(int argc, char **argv, const ProgramSettings &settings) {
 }
 
 /// The program; conformanceProgram adds the last-resort catch.
+/// Runs the minimal scenario of failed row \p r (of a run with \p seed),
+/// configured as it failed,
+/// in a child process of its own: the shrink ran each candidate in this
+/// process after the property's earlier cases, and a backend that keeps
+/// state beyond its devices (a process-wide pool or table, say) may fail a
+/// candidate only because of what they left. Empty when the scenario fails
+/// alone too (or cannot be run so); else a note saying it did not.
+std::string confirmAlone(const PropertyResult &r, long seed,
+                         const std::string &partner,
+                         const std::vector<std::string> &plugins) {
+  ParseResult parsed = parseScenario(r.minimalScenario);
+  if (r.scenarioFile.empty() || !std::holds_alternative<Scenario>(parsed))
+    return {};
+  std::string file = r.scenarioFile + ".alone.scn";
+  if (!writeFile("drt-conformance", file,
+                 printScenario(configureScenario(std::get<Scenario>(parsed),
+                                                 r.backend, r.parameters))))
+    return {};
+  ChildRunner children;
+  children.backend = r.backend;
+  children.against = partner;
+  children.plugins = plugins;
+  children.log = file + ".log";
+  // As many runs as the replay command asks for.
+  unsigned runs = 1;
+  if (size_t at = r.replayCommand.find(" --repeat "); at != std::string::npos)
+    runs = unsigned(std::max(1L, std::atol(r.replayCommand.c_str() + at + 10)));
+  ChildRun alone = runScenarioInChild(children, file, 0, runs);
+  std::error_code ignored;
+  std::filesystem::remove(file, ignored);
+  std::filesystem::remove(children.log, ignored);
+  if (alone.kind != ChildRun::Kind::Passed)
+    return {};
+  return "  alone:    the minimal scenario passed " + std::to_string(runs) +
+         " run(s) in a fresh process: it failed here only after the "
+         "property's earlier cases in this process, whose effects a backend "
+         "that keeps state beyond its devices (a process-wide pool or "
+         "table) carries over; the replay may pass, the property's own run "
+         "(--filter " +
+         r.name + " --seed " + std::to_string(seed) +
+         ", the configuration's --param) fails again\n";
+}
+
 int run(int argc, char **argv, const ProgramSettings &settings) {
   if (argc > 1 && (std::string_view(argv[1]) == RunScenarioOption ||
                    std::string_view(argv[1]) == ShrinkAbortedOption))
@@ -649,6 +692,9 @@ int run(int argc, char **argv, const ProgramSettings &settings) {
           std::cout << " (" << r.reason << ")";
         std::cout << std::endl;
         if (r.status == PropertyResult::Status::Failed) {
+          std::string alone = confirmAlone(r, seed, partner, pluginPaths);
+          if (!alone.empty())
+            r.reason += (r.reason.back() == '\n' ? "" : "\n") + alone;
           std::cout << r.reason << (r.reason.back() == '\n' ? "" : "\n");
           if (!r.minimalScenario.empty())
             std::cout << "  minimal scenario (" << r.minimalLength
