@@ -1625,10 +1625,15 @@ private:
         return a;
       }
     }
-    if (releasedBlockPlan_.empty())
+    return takeFirst(releasedBlockPlan_);
+  }
+
+  /// The first command of \p plan, taken out of it; nullopt when empty.
+  static std::optional<Command> takeFirst(std::vector<Command> &plan) {
+    if (plan.empty())
       return std::nullopt;
-    Command c = std::move(releasedBlockPlan_.front());
-    releasedBlockPlan_.erase(releasedBlockPlan_.begin());
+    Command c = std::move(plan.front());
+    plan.erase(plan.begin());
     return c;
   }
 
@@ -1708,11 +1713,7 @@ private:
         return a;
       }
     }
-    if (twinsPlan_.empty())
-      return std::nullopt;
-    Command c = std::move(twinsPlan_.front());
-    twinsPlan_.erase(twinsPlan_.begin());
-    return c;
+    return takeFirst(twinsPlan_);
   }
 
   /// The size of a burst's allocations on \p dev: that of a record resident

@@ -502,96 +502,88 @@ TEST(Properties, ADeviceThatDeclaresOtherCapabilitiesThanItsBackendFails) {
 }
 
 namespace {
-/// Devices the race-widening test backend made, with the parameter's
-/// widening value and without it.
-std::atomic<int> widenedDevices{0}, plainDevices{0};
+/// The devices a test backend made with its marked parameter value, and
+/// without it.
+struct DeviceCounts {
+  std::atomic<int> marked{0}, plain{0};
+};
+
+/// Registers \p name: the fake backend whose max-delay-us declares \p value
+/// through \p declare (BackendParameter::widensRacesWith, say), counting in
+/// \p counts the devices it makes with that value and without.
+void registerMarkingFake(const std::string &name,
+                         std::string BackendParameter::*declare,
+                         const std::string &value, DeviceCounts &counts) {
+  BackendInfo info = fake::fakeBackendInfo();
+  info.name = name;
+  info.testOnly = true;
+  for (BackendParameter &p : info.parameters)
+    if (p.name == "max-delay-us")
+      p.*declare = value;
+  info.factory = [&counts, value](const DeviceConfig &c) {
+    auto it = c.parameters.find("max-delay-us");
+    ++(it != c.parameters.end() && it->second == value ? counts.marked
+                                                       : counts.plain);
+    return fake::fakeBackendInfo().factory(c);
+  };
+  BackendRegistry::instance().add(info);
+}
+
+/// Runs \p family on \p backend in one configuration of \p cases cases;
+/// expects it to pass.
+void runPassing(const std::string &family, const std::string &backend,
+                int cases, const ParameterMap &configuration) {
+  PropertyOptions options;
+  options.backend = backend;
+  options.cases = cases;
+  std::vector<PropertyResult> rows =
+      runPropertyInConfigurations(::family(family), options, {configuration});
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].status, PropertyResult::Status::Passed) << rows[0].reason;
+}
 } // namespace
 
 TEST(Properties, ConcurrencyFamiliesWidenRaceWindowsInHalfTheirCases) {
   // A fake device whose max-delay-us declares 7 as its widening value:
   // parallel sets it on the devices of about half its cases, except in a
   // configuration that sets the parameter itself.
-  BackendInfo info = fake::fakeBackendInfo();
-  info.name = "race-widening-fake";
-  info.testOnly = true;
-  for (BackendParameter &p : info.parameters)
-    if (p.name == "max-delay-us")
-      p.widensRacesWith = "7";
-  info.factory = [](const DeviceConfig &c) {
-    auto it = c.parameters.find("max-delay-us");
-    ++(it != c.parameters.end() && it->second == "7" ? widenedDevices
-                                                     : plainDevices);
-    return fake::fakeBackendInfo().factory(c);
-  };
-  BackendRegistry::instance().add(info);
-  PropertyOptions options;
-  options.backend = "race-widening-fake";
-  options.cases = 40;
-  std::vector<PropertyResult> rows = runPropertyInConfigurations(
-      family("parallel"), options, {{{"async", "1"}}});
-  ASSERT_EQ(rows.size(), 1u);
-  EXPECT_EQ(rows[0].status, PropertyResult::Status::Passed) << rows[0].reason;
-  int widened = widenedDevices.exchange(0), plain = plainDevices.exchange(0);
+  static DeviceCounts counts;
+  registerMarkingFake("race-widening-fake", &BackendParameter::widensRacesWith,
+                      "7", counts);
+  runPassing("parallel", "race-widening-fake", 40, {{"async", "1"}});
+  int widened = counts.marked.exchange(0), plain = counts.plain.exchange(0);
   EXPECT_GT(widened, (widened + plain) / 4)
       << widened << " of " << widened + plain;
   EXPECT_LT(widened, (widened + plain) * 3 / 4)
       << widened << " of " << widened + plain;
 
-  rows = runPropertyInConfigurations(family("parallel"), options,
-                                     {{{"async", "1"}, {"max-delay-us", "3"}}});
-  ASSERT_EQ(rows.size(), 1u);
-  EXPECT_EQ(rows[0].status, PropertyResult::Status::Passed) << rows[0].reason;
-  EXPECT_EQ(widenedDevices.exchange(0), 0);
-  EXPECT_GT(plainDevices.exchange(0), 40);
+  runPassing("parallel", "race-widening-fake", 40,
+             {{"async", "1"}, {"max-delay-us", "3"}});
+  EXPECT_EQ(counts.marked.exchange(0), 0);
+  EXPECT_GT(counts.plain.exchange(0), 40);
 
   // A family about no races leaves it alone.
-  rows = runPropertyInConfigurations(family("view-sharing"), options,
-                                     {{{"async", "1"}}});
-  EXPECT_EQ(rows[0].status, PropertyResult::Status::Passed) << rows[0].reason;
-  EXPECT_EQ(widenedDevices.exchange(0), 0);
-  EXPECT_GE(plainDevices.exchange(0), 40);
+  runPassing("view-sharing", "race-widening-fake", 40, {{"async", "1"}});
+  EXPECT_EQ(counts.marked.exchange(0), 0);
+  EXPECT_GE(counts.plain.exchange(0), 40);
 }
-
-namespace {
-/// Devices the holding test backend made, with the parameter's holding
-/// value and without it.
-std::atomic<int> heldDevices{0}, unheldDevices{0};
-} // namespace
 
 TEST(Properties, TheFaultsFamilyHoldsOperationsInFlightInAQuarterOfItsCases) {
   // A fake device whose max-delay-us declares 9 as its holding value: the
   // faults family sets it on the devices of about a quarter of its cases,
   // except in a configuration that sets the parameter itself.
-  BackendInfo info = fake::fakeBackendInfo();
-  info.name = "holding-fake";
-  info.testOnly = true;
-  for (BackendParameter &p : info.parameters)
-    if (p.name == "max-delay-us")
-      p.holdsOperationsWith = "9";
-  info.factory = [](const DeviceConfig &c) {
-    auto it = c.parameters.find("max-delay-us");
-    ++(it != c.parameters.end() && it->second == "9" ? heldDevices
-                                                     : unheldDevices);
-    return fake::fakeBackendInfo().factory(c);
-  };
-  BackendRegistry::instance().add(info);
-  PropertyOptions options;
-  options.backend = "holding-fake";
-  options.cases = 80;
-  std::vector<PropertyResult> rows = runPropertyInConfigurations(
-      family("faults"), options, {{{"async", "1"}}});
-  ASSERT_EQ(rows.size(), 1u);
-  EXPECT_EQ(rows[0].status, PropertyResult::Status::Passed) << rows[0].reason;
-  int held = heldDevices.exchange(0), unheld = unheldDevices.exchange(0);
+  static DeviceCounts counts;
+  registerMarkingFake("holding-fake", &BackendParameter::holdsOperationsWith,
+                      "9", counts);
+  runPassing("faults", "holding-fake", 80, {{"async", "1"}});
+  int held = counts.marked.exchange(0), unheld = counts.plain.exchange(0);
   EXPECT_GT(held, (held + unheld) / 10) << held << " of " << held + unheld;
   EXPECT_LT(held, (held + unheld) / 2) << held << " of " << held + unheld;
 
-  rows = runPropertyInConfigurations(family("faults"), options,
-                                     {{{"async", "1"}, {"max-delay-us", "3"}}});
-  ASSERT_EQ(rows.size(), 1u);
-  EXPECT_EQ(rows[0].status, PropertyResult::Status::Passed) << rows[0].reason;
-  EXPECT_EQ(heldDevices.exchange(0), 0);
-  EXPECT_GT(unheldDevices.exchange(0), 80);
+  runPassing("faults", "holding-fake", 80,
+             {{"async", "1"}, {"max-delay-us", "3"}});
+  EXPECT_EQ(counts.marked.exchange(0), 0);
+  EXPECT_GT(counts.plain.exchange(0), 80);
 }
 
 TEST(Properties, SkipsCarryTheirReason) {
