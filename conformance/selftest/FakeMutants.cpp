@@ -224,6 +224,17 @@ private:
   std::atomic<bool> faultsPlanned_{false};
 };
 
+/// \p done, called after the first of the \p bytes read back into \p dst
+/// is flipped when the read-back succeeded.
+CompletionCallback flippingFirstByte(CompletionCallback done, std::byte *dst,
+                                     uint64_t bytes) {
+  return [done = std::move(done), dst, bytes](Error e) {
+    if (e.isSuccess() && bytes > 0)
+      dst[0] ^= std::byte{0x40};
+    done(std::move(e));
+  };
+}
+
 /// copyFromDevice() flips a bit of the first byte it reads back.
 class CorruptReadBack final : public FakeDevice {
 public:
@@ -233,11 +244,8 @@ public:
 protected:
   void copyFromDevice(DeviceLocation src, std::byte *dst, uint64_t bytes,
                       CompletionCallback done) override {
-    FakeDevice::copyFromDevice(src, dst, bytes, [done, dst, bytes](Error e) {
-      if (e.isSuccess() && bytes > 0)
-        dst[0] ^= std::byte{0x40};
-      done(std::move(e));
-    });
+    FakeDevice::copyFromDevice(src, dst, bytes,
+                               flippingFirstByte(std::move(done), dst, bytes));
   }
 };
 
@@ -254,13 +262,10 @@ public:
 protected:
   void copyFromDevice(DeviceLocation src, std::byte *dst, uint64_t bytes,
                       CompletionCallback done) override {
-    if (!corrupts_)
-      return FakeDevice::copyFromDevice(src, dst, bytes, std::move(done));
-    FakeDevice::copyFromDevice(src, dst, bytes, [done, dst, bytes](Error e) {
-      if (e.isSuccess() && bytes > 0)
-        dst[0] ^= std::byte{0x40};
-      done(std::move(e));
-    });
+    FakeDevice::copyFromDevice(
+        src, dst, bytes,
+        corrupts_ ? flippingFirstByte(std::move(done), dst, bytes)
+                  : std::move(done));
   }
 
 private:

@@ -357,21 +357,21 @@ int runStartedByItself(int argc, char **argv, const ProgramSettings &settings) {
 }
 
 /// The program; conformanceProgram adds the last-resort catch.
-/// Runs the minimal scenario of failed row \p r (of a run with \p seed),
-/// configured as it failed,
-/// in a child process of its own: the shrink ran each candidate in this
-/// process after the property's earlier cases, and a backend that keeps
+/// Runs the minimal scenario of failed row \p r (of \p program's run with
+/// \p seed), configured as it failed, in a child process of its own, as
+/// often as its replay command repeats it: the shrink ran each candidate in
+/// this process after the property's earlier cases, and a backend that keeps
 /// state beyond its devices (a process-wide pool or table, say) may fail a
 /// candidate only because of what they left. Empty when the scenario fails
 /// alone too (or cannot be run so); else a note saying it did not.
-std::string confirmAlone(const PropertyResult &r, long seed,
-                         const std::string &partner,
+std::string confirmAlone(const std::string &program, const PropertyResult &r,
+                         long seed, const std::string &partner,
                          const std::vector<std::string> &plugins) {
   ParseResult parsed = parseScenario(r.minimalScenario);
   if (r.scenarioFile.empty() || !std::holds_alternative<Scenario>(parsed))
     return {};
   std::string file = r.scenarioFile + ".alone.scn";
-  if (!writeFile("drt-conformance", file,
+  if (!writeFile(program, file,
                  printScenario(configureScenario(std::get<Scenario>(parsed),
                                                  r.backend, r.parameters))))
     return {};
@@ -380,17 +380,14 @@ std::string confirmAlone(const PropertyResult &r, long seed,
   children.against = partner;
   children.plugins = plugins;
   children.log = file + ".log";
-  // As many runs as the replay command asks for.
-  unsigned runs = 1;
-  if (size_t at = r.replayCommand.find(" --repeat "); at != std::string::npos)
-    runs = unsigned(std::max(1L, std::atol(r.replayCommand.c_str() + at + 10)));
-  ChildRun alone = runScenarioInChild(children, file, 0, runs);
+  ChildRun alone = runScenarioInChild(children, file, 0, r.replayRuns);
   std::error_code ignored;
   std::filesystem::remove(file, ignored);
   std::filesystem::remove(children.log, ignored);
   if (alone.kind != ChildRun::Kind::Passed)
     return {};
-  return "  alone:    the minimal scenario passed " + std::to_string(runs) +
+  return "  alone:    the minimal scenario passed " +
+         std::to_string(r.replayRuns) +
          " run(s) in a fresh process: it failed here only after the "
          "property's earlier cases in this process, whose effects a backend "
          "that keeps state beyond its devices (a process-wide pool or "
@@ -692,7 +689,8 @@ int run(int argc, char **argv, const ProgramSettings &settings) {
           std::cout << " (" << r.reason << ")";
         std::cout << std::endl;
         if (r.status == PropertyResult::Status::Failed) {
-          std::string alone = confirmAlone(r, seed, partner, pluginPaths);
+          std::string alone =
+              confirmAlone(program, r, seed, partner, pluginPaths);
           if (!alone.empty())
             r.reason += (r.reason.back() == '\n' ? "" : "\n") + alone;
           std::cout << r.reason << (r.reason.back() == '\n' ? "" : "\n");

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <deque>
 #include <memory>
 #include <optional>
 #include <set>
@@ -74,11 +73,8 @@ public:
     // commands planned to come next.
     if (heldCommand_)
       return std::exchange(heldCommand_, std::nullopt);
-    if (!planned_.empty()) {
-      Command c = std::move(planned_.front());
-      planned_.pop_front();
+    if (std::optional<Command> c = takeFirst(planned_))
       return c;
-    }
     // The fault planned behind a read-back still in flight; then work
     // towards an operation at its site.
     if (faultBehind_) {
@@ -251,10 +247,8 @@ public:
           size_t second = (first + 1 + rng_.below(candidates.size() - 1)) %
                           candidates.size();
           c->target = *candidates[first];
-          Command struck;
-          struck.kind = CommandKind::FromDevice;
-          struck.target = *candidates[second];
-          struck.device = c->device;
+          Command struck = commandOn(CommandKind::FromDevice,
+                                     *candidates[second], c->device);
           struck.release = rng_.percent(50);
           Command fault;
           fault.kind = CommandKind::InjectFault;
@@ -269,10 +263,7 @@ public:
             const ModelTensor &x = *m_.tensor(*name);
             if (m_.records().at(x.record).state != ResidencyState::Host)
               continue;
-            Command upload;
-            upload.kind = CommandKind::ToDevice;
-            upload.target = *name;
-            upload.device = c->device;
+            Command upload = commandOn(CommandKind::ToDevice, *name, c->device);
             if (after.apply(upload).outcome != Outcome::ok()) {
               planned_.clear();
               break;
@@ -286,9 +277,7 @@ public:
             planned_.push_back(std::move(fault));
             planned_.push_back(std::move(*c));
             planned_.push_back(std::move(struck));
-            Command next = std::move(planned_.front());
-            planned_.pop_front();
-            return next;
+            return takeFirst(planned_);
           }
           planned_.clear();
         }
@@ -1587,11 +1576,7 @@ private:
         pickType(a);
         a.pattern = pickPattern();
         auto command = [&](CommandKind kind, const std::string &target) {
-          Command c;
-          c.kind = kind;
-          c.target = target;
-          c.device = dev;
-          return c;
+          return commandOn(kind, target, dev);
         };
         auto create = [&](const std::string &name) {
           Command c = command(CommandKind::Create, name);
@@ -1628,6 +1613,16 @@ private:
     return takeFirst(releasedBlockPlan_);
   }
 
+  /// A command of \p kind on tensor (or network) \p target and \p device.
+  static Command commandOn(CommandKind kind, const std::string &target,
+                           const std::string &device) {
+    Command c;
+    c.kind = kind;
+    c.target = target;
+    c.device = device;
+    return c;
+  }
+
   /// The first command of \p plan, taken out of it; nullopt when empty.
   static std::optional<Command> takeFirst(std::vector<Command> &plan) {
     if (plan.empty())
@@ -1654,14 +1649,6 @@ private:
         const std::string &first = *rng_.pick(ch_.liveDevices);
         const std::string &second =
             rng_.percent(50) ? first : *rng_.pick(ch_.liveDevices);
-        auto transfer = [&](CommandKind kind, const std::string &target,
-                            const std::string &dev) {
-          Command c;
-          c.kind = kind;
-          c.target = target;
-          c.device = dev;
-          return c;
-        };
         twinsPlan_ = {b};
         // A few elements in the middle of the second, through a view: the
         // twins then agree in their first and last bytes only.
@@ -1683,14 +1670,15 @@ private:
           twinsPlan_.push_back(v);
           twinsPlan_.push_back(w);
         }
-        twinsPlan_.push_back(transfer(CommandKind::ToDevice, a.target, first));
-        twinsPlan_.push_back(transfer(CommandKind::ToDevice, b.target, second));
+        twinsPlan_.push_back(commandOn(CommandKind::ToDevice, a.target, first));
+        twinsPlan_.push_back(
+            commandOn(CommandKind::ToDevice, b.target, second));
         // Half the time a run then writes the second in place: a block the
         // twins share is the first's too, whichever device holds it.
         if (m_.placement().size() < 3 && rng_.percent(50)) {
           Command add =
-              transfer(CommandKind::AddNetwork,
-                       "twin" + std::to_string(locationCount_++), second);
+              commandOn(CommandKind::AddNetwork,
+                        "twin" + std::to_string(locationCount_++), second);
           add.elemKind = a.elemKind;
           add.dims = a.dims;
           add.nodes = {NetworkNode{OpKind::Copy, {"x"}, "o0", 1.0}};
@@ -1705,11 +1693,11 @@ private:
           twinsPlan_.push_back(x);
           twinsPlan_.push_back(run);
         }
-        Command back = transfer(CommandKind::FromDevice, b.target, second);
+        Command back = commandOn(CommandKind::FromDevice, b.target, second);
         back.release = rng_.percent(50);
         twinsPlan_.push_back(back);
         twinsPlan_.push_back(
-            transfer(CommandKind::FromDevice, a.target, first));
+            commandOn(CommandKind::FromDevice, a.target, first));
         return a;
       }
     }
@@ -2155,7 +2143,7 @@ private:
   /// The fault planned next, behind a read-back issued without waiting.
   std::optional<PlannedFault> faultBehind_;
   /// Commands planned to come next, in order.
-  std::deque<Command> planned_;
+  std::vector<Command> planned_;
   /// A run drawn after the fault planned for it, issued next.
   std::optional<Command> heldCommand_;
   std::optional<std::string> planEnsure_;

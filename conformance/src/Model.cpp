@@ -1357,14 +1357,10 @@ bool commandFitsModel(const Command &c, const Model &model) {
     return hasDevice(c.device);
   case CommandKind::Shutdown:
   case CommandKind::InjectFault:
-    // Not while transfers issued without waiting are pending: what they
-    // would do to them is a matter of timing (validateScenario). Except a
-    // fault that does not lose the device behind one read-back, which
-    // reached its device when it was issued.
-    return hasDevice(c.device) && (!model.transfersPending() ||
-                                   (c.kind == CommandKind::InjectFault &&
-                                    c.fault.code != ErrorCode::DeviceLost &&
-                                    model.loneReadBackPending()));
+    // Beside pending transfers as validateScenario allows.
+    return hasDevice(c.device) &&
+           (!model.transfersPending() ||
+            mayFollowPendingWork(c, model.loneReadBackPending()));
   case CommandKind::Run:
     for (const auto &[ph, t] : c.bindings)
       if (!has(t))

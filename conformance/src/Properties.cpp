@@ -1034,6 +1034,7 @@ void finishFailure(Row &row, const PropertyFamily &family,
   unsigned replayRuns = flaky || timingDependent(minimal)
                             ? replayRunsFor(runsToFail(minimal))
                             : 1;
+  result.replayRuns = replayRuns;
   result.replayCommand =
       replayCommand(result.scenarioFile, options, run,
                     parameterOptions(result.parameters)) +

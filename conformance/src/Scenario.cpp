@@ -97,6 +97,14 @@ bool completesThroughCallback(CommandKind kind) {
          kind == CommandKind::Run;
 }
 
+bool mayFollowPendingWork(const Command &c, bool loneReadBack) {
+  if (c.kind == CommandKind::Shutdown)
+    return false;
+  if (c.kind == CommandKind::InjectFault)
+    return loneReadBack && c.fault.code != ErrorCode::DeviceLost;
+  return true;
+}
+
 bool branchCommandKind(CommandKind kind) {
   switch (kind) {
   case CommandKind::ToDevice:
@@ -541,8 +549,7 @@ std::string validateScenario(const Scenario &scenario) {
       return step() + "a parallel branch runs to-device (without a "
                       "location), from-device, release, read, refill, run, "
                       "shutdown, inject-fault and destroy only, each waiting "
-                      "for its "
-                      "outcome";
+                      "for its outcome";
     // A DeviceLost fault that strikes in the block fails the operations
     // other threads have in flight, though they counted before the one it
     // strikes: no order explains that.
@@ -612,9 +619,7 @@ std::string validateScenario(const Scenario &scenario) {
     if (c.sync && c.noWait)
       return step() + "'sync' waits in the framework's helper: it cannot be "
                       "issued without waiting ('&') too";
-    if (pending && (c.kind == CommandKind::Shutdown ||
-                    (c.kind == CommandKind::InjectFault &&
-                     (!loneReadBack || c.fault.code == ErrorCode::DeviceLost))))
+    if (pending && !mayFollowPendingWork(c, loneReadBack))
       return step() + "a transfer issued with '&' is still pending: a "
                       "command without '&' must come first (what a shutdown "
                       "or a fault does to pending work depends on timing; "

@@ -162,6 +162,8 @@ struct PropertyResult {
   size_t minimalLength = 0;
   std::string scenarioFile;
   std::string replayCommand;
+  /// The runs the replay command asks for (its --repeat, 1 without).
+  unsigned replayRuns = 1;
   /// Shrink candidates run and how many of them still failed.
   int shrinksTried = 0;
   int shrinksAccepted = 0;

@@ -178,6 +178,14 @@ bool branchCommandKind(CommandKind kind);
 /// through the framework's blocking helpers ('sync').
 bool completesThroughCallback(CommandKind kind);
 
+/// Whether \p c may come while commands issued without waiting ('&') are
+/// pending, \p loneReadBack telling whether the one pending is a
+/// from-device: a shutdown never (what it does to pending work depends on
+/// timing), a fault only one that does not lose the device behind a lone
+/// read-back (whose operation reached its device when it was issued), any
+/// other command always.
+bool mayFollowPendingWork(const Command &c, bool loneReadBack);
+
 /// A whole scenario.
 struct Scenario {
   std::vector<DeviceSpec> devices;
