@@ -1007,6 +1007,35 @@ create b f32 [4]
                            "(read): unknown tensor 'a'");
 }
 
+TEST(Runner, OnlyAFaultThatKeepsTheDeviceMayFollowALoneReadBackInFlight) {
+  auto problem = [](const std::string &pending, const std::string &next) {
+    ParseResult r = parseScenario("device d0\ncreate a f32 [4]\n"
+                                  "create b f32 [4]\nto-device a d0\n" +
+                                  pending + "\n" + next + "\n");
+    const ParseError *e = std::get_if<ParseError>(&r);
+    return e ? e->toString() : std::string("parsed");
+  };
+  const std::string fault = "inject-fault d0 from-device nth=1 DeviceError";
+  EXPECT_EQ(problem("from-device a d0 keep &", fault), "parsed");
+  // A device loss, a shutdown, or a fault behind another pending command
+  // would act on work whose timing decides the outcome.
+  for (const auto &[pending, next] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"from-device a d0 keep &",
+            "inject-fault d0 from-device nth=1 DeviceLost"},
+           {"from-device a d0 keep &", "shutdown d0"},
+           {"to-device b d0 &", fault}})
+    EXPECT_NE(problem(pending, next).find("is still pending"),
+              std::string::npos)
+        << pending << " / " << next << ": " << problem(pending, next);
+  // Two commands pending: the read-back is not alone.
+  ParseResult two = parseScenario(
+      "device d0\ncreate a f32 [4]\ncreate b f32 [4]\nto-device a d0\n"
+      "from-device a d0 keep &\nto-device b d0 &\n" +
+      fault + "\n");
+  EXPECT_TRUE(std::holds_alternative<ParseError>(two));
+}
+
 TEST(Runner, ATransferIssuedWithoutWaitingIsCheckedAtItsOwnStep) {
   // Its outcome is known only after the next command that waits, and is
   // reported at the step that issued it.
