@@ -2300,7 +2300,14 @@ ScenarioGenerator::generate(ChoiceSource &rng, size_t steps,
   else if (profile_.parallelBranches > 1)
     block =
         std::min(steps / 2, size_t(MaxBranches) * (2 + profile_.branchLength));
+  // Content twins for the branches (GeneratorProfile::branchTwinsPercent)
+  // take room from the sequential part: a create and an upload each.
+  bool branchTwins = block && !fanIn && !sharedRuns &&
+                     profile_.branchTwinsPercent &&
+                     rng.percent(profile_.branchTwinsPercent);
   size_t sequentialSteps = steps - block;
+  if (branchTwins)
+    sequentialSteps -= std::min(sequentialSteps / 2, size_t(2 * MaxBranches));
   drawing.plan(sequentialSteps);
   // A drawn kind can be impossible in the current state; a few redraws
   // always find one (create is always possible below maxTensors).
@@ -2316,9 +2323,9 @@ ScenarioGenerator::generate(ChoiceSource &rng, size_t steps,
   if (fanIn && !rng.exhausted())
     addFanInBlock(s, model, rng, steps);
   else if (block && !rng.exhausted())
-    addParallelBlock(s, model, rng, steps, sharedRuns, [&](ElemKind kind) {
-      return drawing.nodesReadingTwo(kind);
-    });
+    addParallelBlock(
+        s, model, rng, steps, sharedRuns, branchTwins,
+        [&](ElemKind kind) { return drawing.nodesReadingTwo(kind); });
   return s;
 }
 
@@ -2366,6 +2373,7 @@ std::optional<Command> branchRun(const Model &model, const Command &add,
 
 void ScenarioGenerator::addParallelBlock(
     Scenario &s, Model &model, ChoiceSource &rng, size_t steps, bool sharedRuns,
+    bool branchTwins,
     const std::function<std::optional<std::vector<NetworkNode>>(ElemKind)>
         &networkNodes) const {
   // Up to sharedRecords records the branches share, each through a full
@@ -2690,6 +2698,60 @@ void ScenarioGenerator::addParallelBlock(
       }
     }
   }
+  // Content twins, one per branch (GeneratorProfile::branchTwinsPercent):
+  // the creates and most uploads now, each branch's first command on its
+  // twin below. Every branch keeps room for a command.
+  if (branchTwins && !liveDevices.empty() &&
+      std::none_of(
+          firsts.begin(), firsts.end(),
+          [](const std::optional<Command> &c) { return c.has_value(); }) &&
+      steps >= s.commands.size() + 3 * branches) {
+    std::string device = liveDevices[rng.below(liveDevices.size())];
+    std::vector<std::string> others;
+    for (const std::string &o : liveDevices)
+      if (o != device)
+        others.push_back(o);
+    Command twin;
+    twin.kind = CommandKind::Create;
+    twin.elemKind = rng.percent(50) ? ElemKind::Float32 : ElemKind::UInt8;
+    twin.dims = {size_t(1 + rng.below(1024))};
+    twin.pattern = 1 + rng.below(200);
+    for (size_t b = 0; b < branches; ++b) {
+      twin.target = "twin_" + std::to_string(b + 1);
+      while (model.tensor(twin.target))
+        twin.target += "_";
+      append(twin);
+      Command first;
+      first.branch = int(b + 1);
+      first.target = twin.target;
+      first.device = device;
+      // One branch in three, past the first, uploads its twin while the
+      // others drop theirs.
+      if (b > 0 && rng.percent(33)) {
+        first.kind = CommandKind::ToDevice;
+      } else {
+        Command up;
+        up.kind = CommandKind::ToDevice;
+        up.target = twin.target;
+        up.device = device;
+        append(up);
+        unsigned how = unsigned(rng.below(3));
+        if (how == 0) {
+          first.kind = CommandKind::Release;
+        } else if (how == 1 || others.empty()) {
+          first.kind = CommandKind::FromDevice;
+          first.release = true;
+        } else {
+          first.kind = CommandKind::ToDevice;
+          first.device = others[rng.below(others.size())];
+        }
+      }
+      if (profile_.syncPercent && first.kind != CommandKind::Release)
+        first.sync = rng.percent(profile_.syncPercent);
+      targets[b].push_back(twin.target);
+      firsts[b] = std::move(first);
+    }
+  }
   // A run a branch can make: of a network each placeholder of which it
   // binds to a tensor of its own. A network runs in one branch at most:
   // its context belongs to that branch.
@@ -2793,7 +2855,8 @@ void ScenarioGenerator::addParallelBlock(
         std::min(size_t(rng.between(1, profile_.branchLength)), left);
     // Room for the shutdown after the command that comes first, and for
     // the destroy after a long copy.
-    if ((b == shutdownBranch && firsts[b - 1]) || seconds[b - 1]) {
+    if (((b == shutdownBranch || b == faultBranch) && firsts[b - 1]) ||
+        seconds[b - 1]) {
       length = std::min<size_t>(std::max<size_t>(length, 2), left);
       if (length < 2) {
         firsts[b - 1].reset();
@@ -2816,6 +2879,11 @@ void ScenarioGenerator::addParallelBlock(
     size_t faultAt = b != faultBranch  ? length
                      : rng.percent(50) ? 0
                                        : rng.below(length);
+    // Neither takes the place of the branch's first command.
+    if (firsts[b - 1]) {
+      shutdownAt = std::max<size_t>(shutdownAt, 1);
+      faultAt = std::max<size_t>(faultAt, 1);
+    }
     // A branch of runs over shared records runs its network at least once,
     // mostly first (the branches start together, so their first runs take
     // the records at the same time), and often again.

@@ -439,6 +439,10 @@ std::vector<PropertyFamily> makeFamilies() {
           p.fanInPercent = 50;
           p.fanInDeviceParameters = {{"fake:max-delay-us", "3000"},
                                      {"opencl:driver-delay-us", "3000"}};
+          // Resident twins that the branches drop together: a device that
+          // deduplicates equal uploads counts one block's holders down on
+          // several threads at once.
+          p.branchTwinsPercent = 60;
           // Half the cases with the backend's race windows widened
           // (BackendParameter::widensRacesWith).
           p.raceWideningPercent = 50;
@@ -501,6 +505,7 @@ std::vector<PropertyFamily> makeFamilies() {
           // Two uploads at once that a device's budget fits one of: its
           // allocator's check and its accounting must be one step.
           p.contendedBudgetPercent = 25;
+          p.branchTwinsPercent = 30;
           p.raceWideningPercent = 50;
           return p;
         },

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <tuple>
 
 using namespace drt;
 using namespace drt::conformance;
@@ -245,6 +246,62 @@ TEST(Generators, ContentTwinsAreUploadedAndReadBack) {
   EXPECT_GE(twins, seeds / 8);
   EXPECT_GE(nearTwins, seeds / 40);
   EXPECT_GE(runOverTwin, seeds / 40);
+}
+
+TEST(Generators, ParallelBlocksBeginWithResidentTwinsDroppedTogether) {
+  // Twins of one type and fill uploaded to one device before the block,
+  // each the subject of the first command of a branch of its own, most of
+  // which drop the twin's copy: several threads count one shared block's
+  // holders down at once.
+  // parallel: half its blocks are of the fan-in shape, half the others
+  // run networks over shared records, and neither has twins.
+  for (auto [name, least] :
+       {std::pair{"parallel", 40}, {"concurrent-records", 10}}) {
+    const PropertyFamily &f = family(name);
+    ScenarioGenerator generator(f.profile(), fakeCapabilities());
+    size_t blocks = 0, dropsTogether = 0;
+    const size_t seeds = 400;
+    for (uint64_t seed = 0; seed < seeds; ++seed) {
+      Scenario s = generator.generate(seed, f.steps);
+      // Each create's type and fill, and the device of its upload before
+      // the block.
+      std::map<std::string, std::tuple<ElemKind, std::vector<size_t>, uint64_t>>
+          made;
+      std::map<std::string, std::string> uploadedTo;
+      std::set<int> branchesSeen;
+      // (type and fill, device) -> branches whose first command drops it.
+      std::map<std::pair<std::tuple<ElemKind, std::vector<size_t>, uint64_t>,
+                         std::string>,
+               std::set<int>>
+          drops;
+      for (const Command &c : s.commands) {
+        if (c.branch == 0) {
+          if (c.kind == CommandKind::Create)
+            made[c.target] = {c.elemKind, c.dims, c.pattern};
+          if (c.kind == CommandKind::ToDevice)
+            uploadedTo[c.target] = c.device;
+          continue;
+        }
+        if (!branchesSeen.insert(c.branch).second)
+          continue;
+        auto up = uploadedTo.find(c.target);
+        auto m = made.find(c.target);
+        if (up == uploadedTo.end() || m == made.end())
+          continue;
+        bool drop = c.kind == CommandKind::Release ||
+                    (c.kind == CommandKind::FromDevice && c.release) ||
+                    (c.kind == CommandKind::ToDevice && c.device != up->second);
+        if (drop)
+          drops[{m->second, up->second}].insert(c.branch);
+      }
+      blocks += !branchesSeen.empty();
+      dropsTogether += std::any_of(drops.begin(), drops.end(), [](auto &d) {
+        return d.second.size() >= 2;
+      });
+    }
+    EXPECT_GE(blocks, seeds / 2) << name;
+    EXPECT_GE(dropsTogether, seeds / least) << name;
+  }
 }
 
 TEST(Generators, EveryGeneratedScenarioPrintsAndParsesBackAsItself) {

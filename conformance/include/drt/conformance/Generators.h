@@ -152,6 +152,17 @@ struct GeneratorProfile {
   /// so that a device whose memory comes from malloc unmaps it when freed.
   std::pair<uint64_t, uint64_t> longCopyBytes = {MappedAllocationBytes + 4,
                                                  uint64_t(48) << 20};
+  /// Percent of parallel blocks that begin with content twins, one per
+  /// branch: tensors of one type and one fill made in the sequential part,
+  /// most of them uploaded there to one device, each then given to a branch
+  /// of its own, whose first command drops its device copy (a release, a
+  /// read-back that releases it, or a move to another device) or, for a
+  /// twin left on the host, uploads it. A device that shares the blocks of
+  /// equal uploads (deduplicates) then counts one block's holders up and
+  /// down on several threads at once, which no record links. Blocks with
+  /// runs over shared records or a first command of their own (a contended
+  /// budget, a long copy) are left as they are. 0: none.
+  unsigned branchTwinsPercent = 0;
   /// Percent of parallel blocks in which one branch plans a fault (any
   /// site, nth 1 to 3, DeviceError or OutOfMemory) among its commands, so
   /// that which of the others' operations it strikes is the interleaving's
@@ -293,10 +304,11 @@ private:
   /// \p model, keeping \p s within \p steps commands. With \p sharedRuns
   /// it is one of GeneratorProfile::sharedRunsPercent, whose networks get
   /// their nodes from \p networkNodes (nullopt: the element kind has no
-  /// networks here).
+  /// networks here); with \p branchTwins, one of
+  /// GeneratorProfile::branchTwinsPercent, where room allows.
   void addParallelBlock(
       Scenario &s, Model &model, ChoiceSource &rng, size_t steps,
-      bool sharedRuns,
+      bool sharedRuns, bool branchTwins,
       const std::function<std::optional<std::vector<NetworkNode>>(ElemKind)>
           &networkNodes) const;
   /// Appends a fan-in block (GeneratorProfile::fanInPercent) to \p s the
