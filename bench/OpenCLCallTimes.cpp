@@ -49,6 +49,8 @@ enum Call : unsigned {
   RetainMemObject,
   ReleaseMemObject,
   CreateBuffer,
+  CreateContext,
+  BuildProgram,
   MutexLock,
   NumCalls,
 };
@@ -69,6 +71,8 @@ const char *const CallNames[NumCalls] = {
     "clRetainMemObject",
     "clReleaseMemObject",
     "clCreateBuffer",
+    "clCreateContext",
+    "clBuildProgram",
     "pthread_mutex_lock (outside OpenCL calls)"};
 
 struct Account {
@@ -198,6 +202,15 @@ DRT_TIMED(ReleaseMemObject, clReleaseMemObject, cl_int, P(cl_mem m), A(m))
 DRT_TIMED(CreateBuffer, clCreateBuffer, cl_mem,
           P(cl_context c, cl_mem_flags f, size_t s, void *h, cl_int *rc),
           A(c, f, s, h, rc))
+DRT_TIMED(CreateContext, clCreateContext, cl_context,
+          P(const cl_context_properties *p, cl_uint n, const cl_device_id *d,
+            void(CL_CALLBACK *f)(const char *, const void *, size_t, void *),
+            void *u, cl_int *rc),
+          A(p, n, d, f, u, rc))
+DRT_TIMED(BuildProgram, clBuildProgram, cl_int,
+          P(cl_program p, cl_uint n, const cl_device_id *d, const char *o,
+            void(CL_CALLBACK *f)(cl_program, void *), void *u),
+          A(p, n, d, o, f, u))
 
 extern "C" int pthread_mutex_lock(pthread_mutex_t *m) {
   static int (*real)(pthread_mutex_t *) = nullptr;

@@ -4,8 +4,9 @@
 // creating, initialising and shutting one down is what shrinking on OpenCL
 // spends its time on. Measured side by side: managers that share the
 // device's context and program (the default) and managers that build their
-// own (shared-context=0); then one small scenario end to end on each and on
-// the fake device.
+// own (shared-context=0), from the binary the process kept of the device's
+// first build or from source (program-binaries=0); then one small scenario
+// end to end on each and on the fake device.
 //
 //===----------------------------------------------------------------------===//
 #include "drt/conformance/Runner.h"
@@ -20,15 +21,17 @@ namespace {
 
 using namespace drt;
 
-DeviceConfig configWith(bool shared) {
+DeviceConfig configWith(bool shared, bool binaries = true) {
   DeviceConfig config;
   config.name = "bench";
   config.parameters["shared-context"] = shared ? "1" : "0";
+  config.parameters["program-binaries"] = binaries ? "1" : "0";
   return config;
 }
 
 void managerLifetime(benchmark::State &state) {
   bool shared = state.range(0) != 0;
+  bool binaries = state.range(1) != 0;
   // The first manager of the device, so that a shared one has a context to
   // reuse; it lives through the whole benchmark, as in a test process.
   opencl::OpenCLDeviceManager first(configWith(true));
@@ -37,7 +40,7 @@ void managerLifetime(benchmark::State &state) {
     return;
   }
   for (auto _ : state) {
-    opencl::OpenCLDeviceManager device(configWith(shared));
+    opencl::OpenCLDeviceManager device(configWith(shared, binaries));
     if (Error e = device.init()) {
       state.SkipWithError(e.toString().c_str());
       return;
@@ -46,9 +49,10 @@ void managerLifetime(benchmark::State &state) {
   }
 }
 BENCHMARK(managerLifetime)
-    ->ArgName("shared")
-    ->Arg(1)
-    ->Arg(0)
+    ->ArgNames({"shared", "binaries"})
+    ->Args({1, 1})
+    ->Args({0, 1})
+    ->Args({0, 0})
     ->Unit(benchmark::kMillisecond);
 
 /// One scenario (two devices, a transfer, a run, a read-back) through the
@@ -83,6 +87,9 @@ from-device o d1 release
 BENCHMARK_CAPTURE(scenario, opencl_shared, "opencl", "shared-context=1")
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(scenario, opencl_own, "opencl", "shared-context=0")
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(scenario, opencl_own_from_source, "opencl",
+                  "shared-context=0 program-binaries=0")
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(scenario, fake, "fake", "")->Unit(benchmark::kMillisecond);
 

@@ -245,9 +245,40 @@ public:
     entries_.emplace(device, entry);
   }
 
+  /// The binary of the device's program kept by keepBinary, or null.
+  std::shared_ptr<const std::vector<unsigned char>>
+  binary(cl_device_id device) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = binaries_.find(device);
+    return it == binaries_.end() ? nullptr : it->second;
+  }
+  /// Keeps the binary of \p program, built for \p device from source, for
+  /// managers that build a program of their own: from it the driver skips
+  /// its compiler's front end (POCL: about 2 ms instead of 30). Once per
+  /// device; a binary the driver does not give leaves none.
+  void keepBinary(OpenCLDriver &driver, cl_device_id device,
+                  cl_program program) {
+    if (binary(device))
+      return;
+    size_t size = 0;
+    if (driver.getProgramInfo(program, CL_PROGRAM_BINARY_SIZES, sizeof size,
+                              &size) != CL_SUCCESS ||
+        size == 0)
+      return;
+    auto bytes = std::make_shared<std::vector<unsigned char>>(size);
+    unsigned char *at = bytes->data();
+    if (driver.getProgramInfo(program, CL_PROGRAM_BINARIES, sizeof at, &at) !=
+        CL_SUCCESS)
+      return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    binaries_.emplace(device, std::move(bytes));
+  }
+
 private:
   std::mutex mutex_;
   std::map<cl_device_id, Entry> entries_;
+  std::map<cl_device_id, std::shared_ptr<const std::vector<unsigned char>>>
+      binaries_;
 };
 
 } // namespace
@@ -297,6 +328,7 @@ struct OpenCLDeviceManager::State {
   PathCounter programCachePath{"program-cache", false};
   uint64_t programBuilds = 0;
   bool programReused = false;
+  bool programFromBinary = false;
   double initSeconds = 0;
   double buildSeconds = 0;
   FaultPlan faults;
@@ -707,6 +739,14 @@ const std::vector<BackendParameter> &openCLParameters() {
         "share the context and kernel program of the device's other "
         "managers in the process; 0 creates and builds its own");
     sharedContext.scope = BackendParameter::Scope::BetweenDevices;
+    BackendParameter programBinaries = BackendParameter::choice(
+        "program-binaries", "1", {"1", "0"},
+        "build the program of a manager with a context of its own "
+        "(shared-context=0) from the binary kept of the device's first build "
+        "in the process, not from source: 0 always from source");
+    programBinaries.untestedBecause =
+        "it changes how a manager's own program is made, not what the "
+        "program does; the backend's tests make it both ways";
     // On POCL's CPU device (host memory shared) auto stages nothing, so
     // staging is tested with 1: there transfers of 64 KiB and more are
     // staged and smaller ones are not, both in one scenario.
@@ -843,6 +883,7 @@ const std::vector<BackendParameter> &openCLParameters() {
         stagingMinBytes,
 
         sharedContext,
+        programBinaries,
         BackendParameter::text(
             "driver-faults",
             "OpenCL calls to fail from the first call init() makes, "
@@ -891,6 +932,8 @@ Error OpenCLDeviceManager::init() {
   Expected<uint64_t> stagingMinBytes =
       config().uintParameter("staging-min-bytes", uint64_t(64) << 10);
   Expected<bool> sharedContext = config().boolParameter("shared-context", true);
+  bool programBinaries =
+      config().parameter("program-binaries").value_or("1") == "1";
   Expected<uint64_t> stagingChunk =
       config().uintParameter("staging-chunk-bytes", uint64_t(4) << 20);
   Expected<uint64_t> stagingThreads =
@@ -992,14 +1035,38 @@ Error OpenCLDeviceManager::init() {
     s.context = s.driver.createContext(properties, 1, &s.device, &rc);
     if (rc != CL_SUCCESS)
       return openCLError(rc, "clCreateContext", where);
-    s.program = s.driver.createProgramWithSource(s.context, KernelSource, &rc);
-    if (rc != CL_SUCCESS)
-      return openCLError(rc, "clCreateProgramWithSource", where);
-    rc = s.driver.buildProgram(s.program, s.device, KernelBuildOptions);
+    DeviceProgramCache &cache = DeviceProgramCache::instance();
+    std::shared_ptr<const std::vector<unsigned char>> binary =
+        programBinaries ? cache.binary(s.device) : nullptr;
+    if (binary) {
+      s.program =
+          s.driver.createProgramWithBinary(s.context, s.device, *binary, &rc);
+      if (rc != CL_SUCCESS && rc != CL_INVALID_BINARY)
+        return openCLError(rc, "clCreateProgramWithBinary", where);
+      if (rc == CL_SUCCESS)
+        rc = s.driver.buildProgram(s.program, s.device, KernelBuildOptions);
+      // A binary the driver no longer takes is built from source instead.
+      if (rc == CL_INVALID_BINARY) {
+        if (s.program)
+          s.driver.releaseProgram(s.program);
+        s.program = nullptr;
+        binary.reset();
+        rc = CL_SUCCESS;
+      }
+      s.programFromBinary = binary != nullptr;
+    }
+    if (!binary) {
+      s.program =
+          s.driver.createProgramWithSource(s.context, KernelSource, &rc);
+      if (rc != CL_SUCCESS)
+        return openCLError(rc, "clCreateProgramWithSource", where);
+      rc = s.driver.buildProgram(s.program, s.device, KernelBuildOptions);
+      if (rc == CL_SUCCESS && programBinaries)
+        cache.keepBinary(s.driver, s.device, s.program);
+    }
     ++s.programBuilds;
     if (rc == CL_SUCCESS && *sharedContext)
-      DeviceProgramCache::instance().keep(s.driver, s.device,
-                                          {s.context, s.program});
+      cache.keep(s.driver, s.device, {s.context, s.program});
   }
   s.buildSeconds = secondsSince(buildStart);
   if (rc != CL_SUCCESS) {
@@ -1103,6 +1170,10 @@ std::vector<PathUse> OpenCLDeviceManager::pathUses() const {
 
 bool OpenCLDeviceManager::programReused() const {
   return state_->programReused;
+}
+
+bool OpenCLDeviceManager::programFromBinary() const {
+  return state_->programFromBinary;
 }
 
 uint64_t OpenCLDeviceManager::programBuilds() const {

@@ -291,6 +291,21 @@ public:
     return releasing(OpenCLCall::ReleaseEvent,
                      [&] { return clReleaseEvent(event); });
   }
+  cl_program createProgramWithBinary(cl_context c, cl_device_id d,
+                                     const std::vector<unsigned char> &binary,
+                                     cl_int *rc) {
+    if (auto st = strike(OpenCLCall::CreateProgramWithBinary))
+      return failed<cl_program>(rc, *st);
+    size_t size = binary.size();
+    const unsigned char *bytes = binary.data();
+    return clCreateProgramWithBinary(c, 1, &d, &size, &bytes, nullptr, rc);
+  }
+  cl_int getProgramInfo(cl_program p, cl_program_info what, size_t size,
+                        void *value) {
+    if (auto st = strike(OpenCLCall::GetProgramInfo))
+      return *st;
+    return clGetProgramInfo(p, what, size, value, nullptr);
+  }
 
 private:
   /// A quarter of the calls go at once; the others wait from a

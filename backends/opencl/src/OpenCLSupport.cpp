@@ -287,6 +287,8 @@ constexpr std::string_view CallNames[NumOpenCLCalls] = {
     "clWaitForEvents",
     "clGetEventInfo",
     "clReleaseEvent",
+    "clCreateProgramWithBinary",
+    "clGetProgramInfo",
     "command-execution-status",
 };
 } // namespace

@@ -256,8 +256,9 @@ std::vector<int32_t> statusesFor(OpenCLCall call) {
 }
 
 /// How the devices of a run are configured: transfers direct or through
-/// pinned staging, each device with its own context and program; or sharing
-/// the process's context and program (the cache's retain calls).
+/// pinned staging, each device with its own context and program (built from
+/// source, or from the kept binary); or sharing the process's context and
+/// program (the cache's retain calls).
 enum class Mode { Direct, Pinned, Shared };
 
 class DriverFaults : public ::testing::TestWithParam<Mode> {};
@@ -268,12 +269,16 @@ TEST_P(DriverFaults, EveryCallFailsWithADocumentedErrorAndLeavesNothing) {
   base["pinned-staging"] = GetParam() == Mode::Pinned ? "1" : "0";
   if (GetParam() == Mode::Pinned)
     base["staging-min-bytes"] = "0";
-  // Direct and pinned: each device creates its own context and program.
-  // Shared: every device finds the one an earlier device of the process
-  // kept (the first run below makes sure there is one), so init's calls
-  // are the same for every device of the test either way.
+  // Direct and pinned: each device creates its own context and program,
+  // direct from source, pinned from the binary the process kept of an
+  // earlier build (program-binaries). Shared: every device finds the
+  // context and program an earlier device of the process kept. The first
+  // run below makes sure that the binary or the shared program is there,
+  // so init's calls are the same for every device of the test either way.
   if (GetParam() != Mode::Shared)
     base["shared-context"] = "0";
+  if (GetParam() == Mode::Direct)
+    base["program-binaries"] = "0";
   else
     ASSERT_TRUE(runWorkload(base).failures.empty());
   WorkloadResult clean = runWorkload(base);

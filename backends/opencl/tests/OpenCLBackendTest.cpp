@@ -136,14 +136,14 @@ TEST(OpenCLBackend, DeclaresItsParametersAndTheConfigurationsToTest) {
   std::vector<std::string> names;
   for (const BackendParameter &p : info->parameters)
     names.push_back(p.name);
-  EXPECT_EQ(names,
-            (std::vector<std::string>{
-                "platform", "device", "device-index", "pinned-staging",
-                "staging-min-bytes", "shared-context", "driver-faults",
-                "driver-delay-us", "driver-jitter-us", "staging-chunk-bytes",
-                "staging-copy-threads", "staging-min-chunks",
-                "staging-min-split-bytes", "staging-min-slice-bytes",
-                "staging-pool-buffers", "memory-pool-bytes"}));
+  EXPECT_EQ(names, (std::vector<std::string>{
+                       "platform", "device", "device-index", "pinned-staging",
+                       "staging-min-bytes", "shared-context",
+                       "program-binaries", "driver-faults", "driver-delay-us",
+                       "driver-jitter-us", "staging-chunk-bytes",
+                       "staging-copy-threads", "staging-min-chunks",
+                       "staging-min-split-bytes", "staging-min-slice-bytes",
+                       "staging-pool-buffers", "memory-pool-bytes"}));
   auto configurations =
       BackendRegistry::instance().configurationsToTest("opencl");
   ASSERT_TRUE(configurations);
@@ -375,6 +375,68 @@ TEST(OpenCLKernels, SharedContextZeroBuildsItsOwn) {
   Error e = bad.init();
   EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << e.toString();
   EXPECT_TRUE(contains(e.message(), "shared-context")) << e.message();
+}
+
+TEST(OpenCLKernels, AManagerOfItsOwnContextBuildsFromTheKeptBinary) {
+  // The second of two managers with contexts of their own finds the binary
+  // of the device's first build from source, and its program computes what
+  // one built from source does.
+  ParameterMap own = {{"shared-context", "0"}};
+  auto first = openDevice(configNamed("first", own));
+  ASSERT_TRUE(first);
+  auto second = openDevice(configNamed("second", own));
+  ASSERT_TRUE(second);
+  EXPECT_TRUE(second->programFromBinary());
+  EXPECT_FALSE(second->programReused());
+  EXPECT_EQ(second->programBuilds(), 1u);
+  EXPECT_EQ(second->driverCalls()[size_t(OpenCLCall::CreateProgramWithSource)],
+            0u);
+  auto scaled = [](OpenCLDeviceManager &device) {
+    EXPECT_TRUE(addNetworkSync(device, scaleNetwork("s", 3.0)).isSuccess());
+    ExecutionContext context;
+    fill<float>(context.bindings().allocate("x", f32(4)), {1, -2, 3, 0.5f});
+    Tensor &y = context.bindings().allocate("y", f32(4));
+    EXPECT_TRUE(runFunctionSync(device, "s", context).isSuccess());
+    EXPECT_TRUE(transferFromDeviceSync(device, y, true).isSuccess());
+    return contents<float>(y);
+  };
+  std::vector<float> expected = {3, -6, 9, 1.5f};
+  EXPECT_EQ(scaled(*second), expected);
+
+  // program-binaries=0: from source.
+  ParameterMap fromSource = own;
+  fromSource["program-binaries"] = "0";
+  auto third = openDevice(configNamed("third", fromSource));
+  ASSERT_TRUE(third);
+  EXPECT_FALSE(third->programFromBinary());
+  EXPECT_EQ(third->driverCalls()[size_t(OpenCLCall::CreateProgramWithBinary)],
+            0u);
+  EXPECT_EQ(scaled(*third), expected);
+
+  // A binary the driver refuses, when the program is made or when it is
+  // built, is built from source instead.
+  for (const char *refusal : {"clCreateProgramWithBinary:1:CL_INVALID_BINARY",
+                              "clBuildProgram:1:CL_INVALID_BINARY"}) {
+    ParameterMap refused = own;
+    refused["driver-faults"] = refusal;
+    auto device = openDevice(configNamed("refused", refused));
+    ASSERT_TRUE(device) << refusal;
+    EXPECT_FALSE(device->programFromBinary()) << refusal;
+    EXPECT_EQ(
+        device->driverCalls()[size_t(OpenCLCall::CreateProgramWithSource)], 1u)
+        << refusal;
+    EXPECT_EQ(scaled(*device), expected) << refusal;
+  }
+
+  // Any other failure fails init, naming the call.
+  ParameterMap failing = own;
+  failing["driver-faults"] =
+      "clCreateProgramWithBinary:1:CL_OUT_OF_HOST_MEMORY";
+  OpenCLDeviceManager failed(configNamed("failed", failing));
+  Error e = failed.init();
+  EXPECT_EQ(e.code(), ErrorCode::OutOfMemory) << e.toString();
+  EXPECT_TRUE(contains(e.message(), "clCreateProgramWithBinary"))
+      << e.message();
 }
 
 //===----------------------------------------------------------------------===//

@@ -132,6 +132,8 @@ enum class OpenCLCall : uint8_t {
   WaitForEvents,
   GetEventInfo,
   ReleaseEvent,
+  CreateProgramWithBinary,
+  GetProgramInfo,
   CommandExecutionStatus,
 };
 /// Number of OpenCLCall values.
@@ -224,6 +226,10 @@ public:
   /// manager of the same device built in this process; the manager still has
   /// its own queue, kernels and buffers.
   bool programReused() const;
+  /// True when init() built a program of its own (shared-context=0) from
+  /// the binary the process kept of the device's first build from source
+  /// (program-binaries), not from the source.
+  bool programFromBinary() const;
   /// Wall-clock seconds init() took, and of that, seconds spent creating the
   /// context and building the kernel program (next to none when reused).
   double initSeconds() const;
