@@ -245,9 +245,25 @@ public:
     entries_.emplace(device, entry);
   }
 
-  /// The binary of the device's program kept by keepBinary, or null.
+  /// The binary of the device's program for a manager that builds a
+  /// program of its own: the one kept, else that of the program kept for
+  /// sharing, taken now (asking a driver for a binary is not free: POCL
+  /// compiles every kernel into it, 3.5 ms here with a warm kernel cache),
+  /// or null.
   std::shared_ptr<const std::vector<unsigned char>>
-  binary(cl_device_id device) {
+  binary(OpenCLDriver &driver, cl_device_id device) {
+    cl_program shared = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (auto it = binaries_.find(device); it != binaries_.end())
+        return it->second;
+      // The cache's own reference keeps the program alive.
+      if (auto it = entries_.find(device); it != entries_.end())
+        shared = it->second.program;
+    }
+    if (!shared)
+      return nullptr;
+    keepBinary(driver, device, shared);
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = binaries_.find(device);
     return it == binaries_.end() ? nullptr : it->second;
@@ -258,8 +274,11 @@ public:
   /// device; a binary the driver does not give leaves none.
   void keepBinary(OpenCLDriver &driver, cl_device_id device,
                   cl_program program) {
-    if (binary(device))
-      return;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (binaries_.count(device))
+        return;
+    }
     size_t size = 0;
     if (driver.getProgramInfo(program, CL_PROGRAM_BINARY_SIZES, sizeof size,
                               &size) != CL_SUCCESS ||
@@ -1037,7 +1056,8 @@ Error OpenCLDeviceManager::init() {
       return openCLError(rc, "clCreateContext", where);
     DeviceProgramCache &cache = DeviceProgramCache::instance();
     std::shared_ptr<const std::vector<unsigned char>> binary =
-        programBinaries ? cache.binary(s.device) : nullptr;
+        programBinaries && !*sharedContext ? cache.binary(s.driver, s.device)
+                                           : nullptr;
     if (binary) {
       s.program =
           s.driver.createProgramWithBinary(s.context, s.device, *binary, &rc);
@@ -1061,7 +1081,7 @@ Error OpenCLDeviceManager::init() {
       if (rc != CL_SUCCESS)
         return openCLError(rc, "clCreateProgramWithSource", where);
       rc = s.driver.buildProgram(s.program, s.device, KernelBuildOptions);
-      if (rc == CL_SUCCESS && programBinaries)
+      if (rc == CL_SUCCESS && programBinaries && !*sharedContext)
         cache.keepBinary(s.driver, s.device, s.program);
     }
     ++s.programBuilds;
