@@ -88,97 +88,132 @@ uint16_t floatToBFloat16(float value) {
 
 namespace {
 
-/// An integer kind computed as the unsigned type U: wrap-around arithmetic,
-/// relu on the signed reading S.
-template <typename U, typename S>
-void integerElement(OpKind op, double factor, const uint8_t *a,
-                    const uint8_t *b, uint8_t *out) {
-  U x = load<U>(a);
-  U r = 0;
-  switch (op) {
-  case OpKind::Add:
-    r = U(x + load<U>(b));
-    break;
-  case OpKind::Mul:
-    r = U(x * load<U>(b));
-    break;
-  case OpKind::Relu:
-    r = S(x) > 0 ? x : U(0);
-    break;
-  case OpKind::Scale:
-    // verify() admits only integers that S holds; converting through S
-    // (int64_t for the widest) gives the factor's two's complement bits.
-    r = U(x * U(S(int64_t(factor))));
-    break;
-  case OpKind::Copy:
-    r = x;
-    break;
-  }
-  store(out, r);
+/// out[i] = f(a[i], b[i]) over \p n elements of T (unaligned).
+template <typename T, typename F>
+void binarySpan(const uint8_t *a, const uint8_t *b, uint8_t *out, size_t n,
+                F f) {
+  for (size_t i = 0; i < n; ++i)
+    store(out + i * sizeof(T),
+          f(load<T>(a + i * sizeof(T)), load<T>(b + i * sizeof(T))));
 }
 
-/// A float kind stored as Bits: widened to float exactly by \p widen,
-/// computed in float, rounded once by \p narrow.
-template <typename Bits>
-void floatElement(OpKind op, double factor, const uint8_t *a, const uint8_t *b,
-                  uint8_t *out, float (*widen)(Bits), Bits (*narrow)(float)) {
-  Bits bits = load<Bits>(a);
-  if (op == OpKind::Copy) {
-    store(out, bits);
-    return;
-  }
-  float x = widen(bits);
-  float r = 0;
+/// out[i] = f(a[i]) over \p n elements of T (unaligned).
+template <typename T, typename F>
+void unarySpan(const uint8_t *a, uint8_t *out, size_t n, F f) {
+  for (size_t i = 0; i < n; ++i)
+    store(out + i * sizeof(T), f(load<T>(a + i * sizeof(T))));
+}
+
+/// An integer kind computed as the unsigned type U: wrap-around arithmetic,
+/// relu on the signed reading S. The operation is chosen once per span, so
+/// that the element loops are plain loops.
+template <typename U, typename S>
+void integerSpan(OpKind op, double factor, const uint8_t *a, const uint8_t *b,
+                 uint8_t *out, size_t n) {
   switch (op) {
   case OpKind::Add:
-    r = x + widen(load<Bits>(b));
+    binarySpan<U>(a, b, out, n, [](U x, U y) { return U(x + y); });
     break;
   case OpKind::Mul:
-    r = x * widen(load<Bits>(b));
+    binarySpan<U>(a, b, out, n, [](U x, U y) { return U(x * y); });
     break;
   case OpKind::Relu:
-    r = x > 0 ? x : 0.0f;
+    unarySpan<U>(a, out, n, [](U x) { return S(x) > 0 ? x : U(0); });
     break;
-  case OpKind::Scale:
-    // The factor is first rounded to float, then to the kind (docs/semantics.md
-    // section 7); the product is then computed like mul.
-    r = x * widen(narrow(float(factor)));
-    break;
-  case OpKind::Copy:
+  case OpKind::Scale: {
+    // verify() admits only integers that S holds; converting through S
+    // (int64_t for the widest) gives the factor's two's complement bits.
+    U f = U(S(int64_t(factor)));
+    unarySpan<U>(a, out, n, [f](U x) { return U(x * f); });
     break;
   }
-  store(out, narrow(r));
+  case OpKind::Copy:
+    std::memcpy(out, a, n * sizeof(U));
+    break;
+  }
+}
+
+/// A float kind stored as Bits: widened to float exactly by Widen, computed
+/// in float, rounded once by Narrow.
+template <typename Bits, float (*Widen)(Bits), Bits (*Narrow)(float)>
+void floatSpan(OpKind op, double factor, const uint8_t *a, const uint8_t *b,
+               uint8_t *out, size_t n) {
+  switch (op) {
+  case OpKind::Add:
+    binarySpan<Bits>(a, b, out, n, [](Bits x, Bits y) {
+      return Narrow(Widen(x) + Widen(y));
+    });
+    break;
+  case OpKind::Mul:
+    binarySpan<Bits>(a, b, out, n, [](Bits x, Bits y) {
+      return Narrow(Widen(x) * Widen(y));
+    });
+    break;
+  case OpKind::Relu:
+    unarySpan<Bits>(a, out, n, [](Bits x) {
+      float v = Widen(x);
+      return Narrow(v > 0 ? v : 0.0f);
+    });
+    break;
+  case OpKind::Scale: {
+    // The factor is first rounded to float, then to the kind (docs/semantics.md
+    // section 7); the product is then computed like mul.
+    float f = Widen(Narrow(float(factor)));
+    unarySpan<Bits>(a, out, n, [f](Bits x) { return Narrow(Widen(x) * f); });
+    break;
+  }
+  case OpKind::Copy:
+    // Bits move unchanged: a copy never goes through a float register.
+    std::memcpy(out, a, n * sizeof(Bits));
+    break;
+  }
 }
 
 float sameFloat(float v) { return v; }
+
+/// \p n elements of \p op over \p kind, as computeElement computes each.
+void computeElements(OpKind op, ElemKind kind, double factor, const uint8_t *a,
+                     const uint8_t *b, uint8_t *out, size_t n) {
+  switch (kind) {
+  case ElemKind::Float32:
+    // float to float: narrowing is the identity, the float operation itself
+    // rounds once.
+    floatSpan<float, sameFloat, sameFloat>(op, factor, a, b, out, n);
+    break;
+  case ElemKind::Float16:
+    floatSpan<uint16_t, halfToFloat, floatToHalf>(op, factor, a, b, out, n);
+    break;
+  case ElemKind::BFloat16:
+    floatSpan<uint16_t, bfloat16ToFloat, floatToBFloat16>(op, factor, a, b, out,
+                                                          n);
+    break;
+  case ElemKind::Int32:
+    integerSpan<uint32_t, int32_t>(op, factor, a, b, out, n);
+    break;
+  case ElemKind::Int64:
+    integerSpan<uint64_t, int64_t>(op, factor, a, b, out, n);
+    break;
+  case ElemKind::UInt8:
+    integerSpan<uint8_t, uint8_t>(op, factor, a, b, out, n);
+    break;
+  }
+}
+
+/// Whether every byte of \p n elements of \p size bytes from element
+/// \p first is known in each of \p in.
+bool allKnown(const std::vector<const Values *> &in, size_t first, size_t n,
+              size_t size) {
+  for (const Values *v : in)
+    if (std::memchr(v->known.data() + first * size, Unknown, n * size))
+      return false;
+  return true;
+}
 
 } // namespace
 
 void computeElement(OpKind op, ElemKind kind, double factor, const uint8_t *a,
                     const uint8_t *b, uint8_t *out) {
-  switch (kind) {
-  case ElemKind::Float32:
-    // float to float: narrowing is the identity, the float operation itself
-    // rounds once.
-    floatElement<float>(op, factor, a, b, out, sameFloat, sameFloat);
-    break;
-  case ElemKind::Float16:
-    floatElement<uint16_t>(op, factor, a, b, out, halfToFloat, floatToHalf);
-    break;
-  case ElemKind::BFloat16:
-    floatElement<uint16_t>(op, factor, a, b, out, bfloat16ToFloat,
-                           floatToBFloat16);
-    break;
-  case ElemKind::Int32:
-    integerElement<uint32_t, int32_t>(op, factor, a, b, out);
-    break;
-  case ElemKind::Int64:
-    integerElement<uint64_t, int64_t>(op, factor, a, b, out);
-    break;
-  case ElemKind::UInt8:
-    integerElement<uint8_t, uint8_t>(op, factor, a, b, out);
-    break;
-  }
+  computeElements(op, kind, factor, a, b, out, 1);
 }
 
 void computeNode(const NetworkNode &node, ElemKind kind,
@@ -191,22 +226,36 @@ void computeNode(const NetworkNode &node, ElemKind kind,
                    kind == ElemKind::BFloat16;
   bool openResult =
       floatKind && node.op != OpKind::Relu && node.op != OpKind::Copy;
-  for (size_t i = 0; i < elements; ++i) {
-    bool known = true;
-    for (const Values *v : in)
-      for (size_t b = 0; b < size; ++b)
-        known = known && v->known[i * size + b] != Unknown;
-    if (!known)
-      continue;
-    computeElement(node.op, kind, node.factor, in[0]->data.data() + i * size,
-                   in.size() > 1 ? in[1]->data.data() + i * size : nullptr,
-                   out.data.data() + i * size);
+  // Known elements are computed in runs: most inputs are known throughout,
+  // and then the whole node is one run.
+  auto computeRun = [&](size_t first, size_t n) {
+    size_t at = first * size;
+    computeElements(node.op, kind, node.factor, in[0]->data.data() + at,
+                    in.size() > 1 ? in[1]->data.data() + at : nullptr,
+                    out.data.data() + at, n);
     if (node.op == OpKind::Copy)
-      std::copy_n(in[0]->known.begin() + ptrdiff_t(i * size), size,
-                  out.known.begin() + ptrdiff_t(i * size));
+      std::copy_n(in[0]->known.begin() + ptrdiff_t(at), n * size,
+                  out.known.begin() + ptrdiff_t(at));
     else
-      std::fill_n(out.known.begin() + ptrdiff_t(i * size), size,
+      std::fill_n(out.known.begin() + ptrdiff_t(at), n * size,
                   uint8_t(openResult ? ExactUnlessNaN : Exact));
+  };
+  if (elements == 0)
+    return;
+  if (allKnown(in, 0, elements, size)) {
+    computeRun(0, elements);
+    return;
+  }
+  for (size_t i = 0; i < elements;) {
+    if (!allKnown(in, i, 1, size)) {
+      ++i;
+      continue;
+    }
+    size_t end = i + 1;
+    while (end < elements && allKnown(in, end, 1, size))
+      ++end;
+    computeRun(i, end - i);
+    i = end;
   }
 }
 

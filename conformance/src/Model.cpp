@@ -179,6 +179,23 @@ bool roundsSomewhere(const Values &v, ElemKind kind, size_t elements) {
   return false;
 }
 
+/// The end of the run of bytes equal to \p bytes[from] that starts there.
+/// Compared eight bytes at a time: a run is usually a whole output.
+size_t runEnd(const std::vector<uint8_t> &bytes, size_t from) {
+  const uint8_t *p = bytes.data();
+  size_t n = bytes.size(), e = from + 1;
+  uint64_t repeated = 0x0101010101010101u * p[from];
+  for (; e + 8 <= n; e += 8) {
+    uint64_t word;
+    std::memcpy(&word, p + e, 8);
+    if (word != repeated)
+      break;
+  }
+  while (e < n && p[e] == p[from])
+    ++e;
+  return e;
+}
+
 bool isResident(const ModelRecord &r) {
   return r.state == ResidencyState::Device ||
          r.state == ResidencyState::Mirrored;
@@ -793,9 +810,7 @@ Outcome Model::run(const Command &c, Step &step) {
       r.data.assign(v.data);
       r.forgetContents();
       for (size_t b = 0; b < v.known.size();) {
-        size_t e = b;
-        while (e < v.known.size() && v.known[e] == v.known[b])
-          ++e;
+        size_t e = runEnd(v.known, b);
         if (v.known[b] != Unknown)
           r.known.mark(b, e);
         if (v.known[b] == ExactUnlessNaN)

@@ -10,6 +10,7 @@
 #endif
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <chrono>
 #include <cmath>
@@ -439,6 +440,12 @@ void FakeDevice::evictFunction(const std::string &name) {
   log("evict " + name);
 }
 
+#if defined(__clang__)
+#define DRT_FAKE_UNINSTRUMENTED_LOOPS __attribute__((no_sanitize("coverage")))
+#else
+#define DRT_FAKE_UNINSTRUMENTED_LOOPS
+#endif
+
 namespace {
 /// Integer add and mul wrap modulo 2^bits: computed on the unsigned type,
 /// where overflow is defined (u8 promotes to int, where it cannot overflow).
@@ -456,9 +463,13 @@ template <typename T> T wrapMul(T a, T b) {
 }
 
 /// add, mul, relu and scale (by \p factor, already converted to T) over n
-/// elements; copy moves bytes and is done by the caller.
+/// elements; copy moves bytes and is done by the caller. Not instrumented
+/// for coverage in fuzz builds: the loops' comparisons (bounds, relu's sign)
+/// lead a fuzzer nowhere, and tracing them took a tenth of the `residency`
+/// target's time (docs/performance.md).
 template <typename T>
-void evalNode(OpKind op, const T *a, const T *b, T *out, size_t n, T factor) {
+DRT_FAKE_UNINSTRUMENTED_LOOPS void evalNode(OpKind op, const T *a, const T *b,
+                                            T *out, size_t n, T factor) {
   switch (op) {
   case OpKind::Add:
     for (size_t i = 0; i < n; ++i)
@@ -504,7 +515,7 @@ struct NarrowFloat {
 
   /// The exact float value of \p bits; a NaN becomes a quiet float NaN
   /// with the same sign and payload bits.
-  float widen(uint16_t bits) const {
+  DRT_FAKE_UNINSTRUMENTED_LOOPS float widen(uint16_t bits) const {
     bool negative = bits & 0x8000;
     uint16_t magnitudeBits = bits & 0x7fff;
     uint32_t mantissa = bits & ((1u << mantissaBits) - 1);
@@ -523,10 +534,20 @@ struct NarrowFloat {
     return float(negative ? -magnitude : magnitude);
   }
 
+  /// widen() of \p count elements at \p bytes into \p values.
+  DRT_FAKE_UNINSTRUMENTED_LOOPS void
+  widenAll(const std::byte *bytes, size_t count, float *values) const {
+    for (size_t i = 0; i < count; ++i) {
+      uint16_t bits;
+      std::memcpy(&bits, bytes + 2 * i, 2);
+      values[i] = widen(bits);
+    }
+  }
+
   /// \p value rounded to nearest even (std::nearbyint in the default
   /// rounding mode); a NaN stays a quiet NaN with its sign and the top bits
   /// of its payload.
-  uint16_t narrow(float value) const {
+  DRT_FAKE_UNINSTRUMENTED_LOOPS uint16_t narrow(float value) const {
     uint16_t sign = (std::bit_cast<uint32_t>(value) >> 16) & 0x8000;
     if (std::isnan(value)) {
       uint32_t payload = std::bit_cast<uint32_t>(value) & 0x7fffff;
@@ -562,24 +583,27 @@ constexpr NarrowFloat BFloat16{7, 127};
 
 /// f16 and bf16: widened to float (exactly), computed in float, rounded once
 /// to the format, which gives the exactly rounded result (docs/semantics.md
-/// section 7). The factor is rounded to float, then to the format.
-void evalNarrow(const Node &node, const std::byte *a, const std::byte *b,
-                std::byte *out, size_t n, const NarrowFloat &format) {
-  auto widenAll = [&](const std::byte *bytes) {
-    std::vector<float> values(bytes ? n : 0);
-    for (size_t i = 0; i < values.size(); ++i) {
-      uint16_t bits;
-      std::memcpy(&bits, bytes + 2 * i, 2);
-      values[i] = format.widen(bits);
-    }
-    return values;
-  };
-  std::vector<float> x = widenAll(a), y = widenAll(b), r(n);
+/// section 7). The factor is rounded to float, then to the format. Done in
+/// blocks, so that a run of millions of elements needs no float copies of
+/// its operands; not instrumented for coverage in fuzz builds, like
+/// evalNode: the model's own conversions are, and their branches (NaN,
+/// infinity, denormals) are the same.
+DRT_FAKE_UNINSTRUMENTED_LOOPS void
+evalNarrow(const Node &node, const std::byte *a, const std::byte *b,
+           std::byte *out, size_t n, const NarrowFloat &format) {
+  constexpr size_t Block = 1024;
+  std::array<float, Block> x, y, r;
   float factor = format.widen(format.narrow(float(node.factor)));
-  evalNode(node.op, x.data(), y.data(), r.data(), n, factor);
-  for (size_t i = 0; i < n; ++i) {
-    uint16_t bits = format.narrow(r[i]);
-    std::memcpy(out + 2 * i, &bits, 2);
+  for (size_t first = 0; first < n; first += Block) {
+    size_t count = std::min(Block, n - first);
+    format.widenAll(a + 2 * first, count, x.data());
+    if (b)
+      format.widenAll(b + 2 * first, count, y.data());
+    evalNode(node.op, x.data(), y.data(), r.data(), count, factor);
+    for (size_t i = 0; i < count; ++i) {
+      uint16_t bits = format.narrow(r[i]);
+      std::memcpy(out + 2 * (first + i), &bits, 2);
+    }
   }
 }
 } // namespace
