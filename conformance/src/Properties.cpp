@@ -254,6 +254,9 @@ std::vector<PropertyFamily> makeFamilies() {
   // one case in seven: a slow or busy backend's time budget must still
   // buy enough cases to reach it.
   f.back().minCases = 40;
+  // Its views start past 64 KiB, which a fuzzer's small bound on live
+  // bytes would rule out.
+  f.back().aboutLargeTensors = true;
   f.push_back({"numerics",
                "runs of every operation over every element kind compute "
                "exact results from specials, extremes, ties and random bits",
