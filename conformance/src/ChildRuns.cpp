@@ -198,7 +198,11 @@ ShrinkResult shrinkInChildren(const Scenario &scenario,
                               std::string &failure) {
   const ChildRun &first = firstRuns.last;
   bool stuck = first.kind == ChildRun::Kind::Stuck;
-  failure = first.detail;
+  // A case that crashed or got stuck in the run that found it and diverged
+  // in its first child run fails in more ways than one: any failure keeps
+  // a candidate, a stuck step counted within CandidateStuckAfterMs.
+  bool anyFailure = first.kind == ChildRun::Kind::Diverged;
+  failure = anyFailure ? "a divergence from the reference model" : first.detail;
   ShrinkResult shrunk = shrinkScenario(
       scenario,
       [&](const Scenario &s) { return wellFormedScenario(s, runner.backend); },
@@ -207,14 +211,20 @@ ShrinkResult shrinkInChildren(const Scenario &scenario,
           std::ofstream out(candidateFile, std::ios::binary | std::ios::trunc);
           out << printScenario(s);
         }
-        ChildRun c = runScenarioInChild(runner, candidateFile,
-                                        stuck ? CandidateStuckAfterMs : 0,
-                                        firstRuns.candidateRuns(s));
-        if (stuck ? c.kind != ChildRun::Kind::Stuck
-                  : c.kind != ChildRun::Kind::Crashed &&
-                        c.kind != ChildRun::Kind::Hung)
+        ChildRun c =
+            runScenarioInChild(runner, candidateFile,
+                               stuck || anyFailure ? CandidateStuckAfterMs : 0,
+                               firstRuns.candidateRuns(s));
+        bool fails = anyFailure ? c.kind != ChildRun::Kind::Passed &&
+                                      c.kind != ChildRun::Kind::NotRun
+                     : stuck ? c.kind == ChildRun::Kind::Stuck
+                             : c.kind == ChildRun::Kind::Crashed ||
+                                   c.kind == ChildRun::Kind::Hung;
+        if (!fails)
           return false;
-        failure = c.detail;
+        failure = c.kind == ChildRun::Kind::Diverged
+                      ? "a divergence from the reference model"
+                      : c.detail;
         return true;
       },
       limits);

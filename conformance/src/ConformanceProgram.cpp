@@ -250,23 +250,33 @@ int shrinkAbortedCase(const ProgramSettings &settings, const std::string &file,
   std::error_code ignored;
   if (first.kind != ChildRun::Kind::Crashed &&
       first.kind != ChildRun::Kind::Hung &&
-      first.kind != ChildRun::Kind::Stuck) {
+      first.kind != ChildRun::Kind::Stuck &&
+      first.kind != ChildRun::Kind::Diverged) {
     std::cerr << program << ": " << file
-              << " did not crash or get stuck again in a child process ("
-              << (first.kind == ChildRun::Kind::Passed     ? "it passed"
-                  : first.kind == ChildRun::Kind::Diverged ? "it diverged"
-                                                           : first.detail)
+              << " did not fail again in a child process ("
+              << (first.kind == ChildRun::Kind::Passed ? "it passed"
+                                                       : first.detail)
               << "): it stays unshrunk\n";
     std::filesystem::remove(children.log, ignored);
     return 1;
   }
+  // The same bug may show as a divergence instead: a dropped callback that
+  // blocked a call for good in one run is a callback the runner waits for
+  // in vain in another. The case still fails; it shrinks as any failure.
+  if (first.kind == ChildRun::Kind::Diverged)
+    std::cerr << program << ": " << file
+              << " diverged from the model in a child process instead: "
+                 "shrunk as a failure of any kind\n";
   std::string failure;
   ShrinkResult shrunk = shrinkInChildren(
       scenario, children, firstRuns, file + ".candidate",
       shrinkLimitsFor(firstRuns.candidateRuns(scenario)), failure);
-  unsigned repeat = replayRuns(
-      children, file + ".candidate", shrunk.scenario, firstRuns.flaky,
-      first.kind == ChildRun::Kind::Stuck ? CandidateStuckAfterMs : 0);
+  unsigned repeat = replayRuns(children, file + ".candidate", shrunk.scenario,
+                               firstRuns.flaky,
+                               first.kind == ChildRun::Kind::Stuck ||
+                                       first.kind == ChildRun::Kind::Diverged
+                                   ? CandidateStuckAfterMs
+                                   : 0);
   std::filesystem::remove(children.log, ignored);
   std::string stem = file.size() > 4 && file.ends_with(".scn")
                          ? file.substr(0, file.size() - 4)

@@ -108,12 +108,14 @@ unsigned replayRuns(const ChildRunner &runner, const std::string &file,
 inline constexpr unsigned CandidateStuckAfterMs = 2000;
 
 /// Shrinks \p scenario, whose runs in children ended as \p first (its last
-/// Crashed, Hung or Stuck), with every candidate written to \p
+/// Crashed, Hung, Stuck or Diverged), with every candidate written to \p
 /// candidateFile and run in a child process of its own
 /// (FirstChildRuns::candidateRuns times): a candidate fails when it ends
 /// the same way (a crash or a hang for a crash, a stuck step within
-/// CandidateStuckAfterMs for a stuck one). \p failure is set to the detail
-/// of the last failing candidate. The candidate file is removed after.
+/// CandidateStuckAfterMs for a stuck one), or, for a case that aborted the
+/// run that found it but diverged in a child, when it fails in any way. \p
+/// failure is set to the detail of the last failing candidate. The candidate
+/// file is removed after.
 ShrinkResult
 shrinkInChildren(const Scenario &scenario, const ChildRunner &runner,
                  const FirstChildRuns &first, const std::string &candidateFile,
