@@ -79,6 +79,7 @@ FuzzSetup setupFromEnvironment(Target target) {
             setup.deviceParameters[name + ":max-delay-us"] = "0";
   } else {
     setup.deviceParameters.clear();
+    setup.defaultDeviceParameters = false;
     std::string_view text = p;
     while (!text.empty()) {
       size_t comma = text.find(',');
@@ -303,11 +304,22 @@ std::string tooMuchLive(const Scenario &s, const FuzzSetup &setup) {
   return "";
 }
 
-/// \p scenario with \p setup's device parameters set on every device.
-Scenario withDeviceParameters(Scenario scenario, const FuzzSetup &setup) {
+/// The simulated delays of a delayed input (FuzzSetup::delayedInputsOneIn):
+/// long enough for a run to still be queued when the next command comes,
+/// a quarter of the fake device's default so that such inputs cost little.
+constexpr unsigned DelayedInputMaxDelayUs = 50;
+
+/// \p scenario with \p setup's device parameters set on every device, with
+/// delays of up to DelayedInputMaxDelayUs where they turn delays off when
+/// \p keepDelays.
+Scenario withDeviceParameters(Scenario scenario, const FuzzSetup &setup,
+                              bool keepDelays = false) {
   for (DeviceSpec &d : scenario.devices)
     for (const auto &[key, value] : setup.deviceParameters)
-      d.parameters[key] = value;
+      d.parameters[key] =
+          keepDelays && key.ends_with("max-delay-us") && value == "0"
+              ? std::to_string(DelayedInputMaxDelayUs)
+              : value;
   return scenario;
 }
 
@@ -344,15 +356,19 @@ decode(std::span<const uint8_t> input, const FuzzSetup &setup, bool annotate) {
     return Rejection{"no property family runs on backend '" + setup.backend +
                      "'"};
   ByteChoiceSource choices(input);
-  const FamilyGenerator &chosen = generators.generators[slotOwner(
-      generators.nameHashes, choices.below(GeneratorSlots))];
+  uint64_t slot = choices.below(GeneratorSlots);
+  const FamilyGenerator &chosen =
+      generators.generators[slotOwner(generators.nameHashes, slot)];
+  bool keepDelays = setup.defaultDeviceParameters &&
+                    setup.delayedInputsOneIn != 0 &&
+                    slot % setup.delayedInputsOneIn == 0;
   DecodedInput out;
   out.family = chosen.family;
   out.configuration = configurationName(chosen.parameters);
   out.scenario = withDeviceParameters(
       configureScenario(chosen.generator.generate(choices, setup.maxCommands),
                         setup.backend, chosen.parameters),
-      setup);
+      setup, keepDelays);
   if (annotate)
     out.scenario = annotateExpectations(out.scenario, setup.backend);
   return out;

@@ -234,6 +234,32 @@ TEST(DecodeInput, TheSetupsDeviceParametersReachEveryDevice) {
       << check.finding->result.setupError;
 }
 
+TEST(DecodeInput, OneInputInEightKeepsShortDelaysAndItsCommands) {
+  FuzzSetup undelayed;
+  undelayed.delayedInputsOneIn = 0;
+  int delayed = 0, inputs = 400;
+  for (int i = 0; i < inputs; ++i) {
+    std::string input = randomBytes(uint64_t(1000 + i), 64);
+    DecodedInput d = decoded(input), plain = decoded(input, undelayed);
+    ASSERT_EQ(d.scenario.commands, plain.scenario.commands)
+        << d.describe() << ": delays must not change what an input decodes to";
+    ASSERT_EQ(d.scenario.devices.size(), plain.scenario.devices.size());
+    bool slow = false;
+    for (size_t k = 0; k < d.scenario.devices.size(); ++k) {
+      const std::string &delay =
+          d.scenario.devices[k].parameters.at("fake:max-delay-us");
+      EXPECT_TRUE(delay == "0" || delay == "50") << d.describe();
+      EXPECT_EQ(plain.scenario.devices[k].parameters.at("fake:max-delay-us"),
+                "0");
+      slow = slow || delay == "50";
+    }
+    delayed += slow;
+  }
+  // One in eight slots: about 50 of 400, far from none and from all.
+  EXPECT_GT(delayed, inputs / 16);
+  EXPECT_LT(delayed, inputs / 4);
+}
+
 TEST(DecodeInput, ATextOutsideTheInputSpaceIsRejected) {
   EXPECT_NE(rejection("# bad\ndevice d0\ncreate a f99 [1]\n"), "");
   EXPECT_NE(rejection("# big\ndevice d0\ncreate a f32 [4194304]\n")

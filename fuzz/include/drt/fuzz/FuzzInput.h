@@ -81,6 +81,15 @@ struct FuzzSetup {
   /// input does not sleep (coverage does not depend on how long a delay
   /// is, and a fuzzer that waits executes fewer inputs).
   ParameterMap deviceParameters = {{"fake:max-delay-us", "0"}};
+  /// Whether deviceParameters are the default ones (no
+  /// DRT_FUZZ_DEVICE_PARAMS).
+  bool defaultDeviceParameters = true;
+  /// With the default device parameters, one choices input in this many
+  /// (0: none) gets simulated delays of up to 50 us where they turn them
+  /// off: runs and copies then queue behind each other as in a property
+  /// run, where bugs of work in flight show. Chosen by the input's family
+  /// slot, so that the commands every input decodes to stay the same.
+  unsigned delayedInputsOneIn = 8;
   /// What the environment said that could not be read ("" when all could).
   std::string environmentProblem;
 };
