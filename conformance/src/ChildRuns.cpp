@@ -202,7 +202,13 @@ ShrinkResult shrinkInChildren(const Scenario &scenario,
   // in its first child run fails in more ways than one: any failure keeps
   // a candidate, a stuck step counted within CandidateStuckAfterMs.
   bool anyFailure = first.kind == ChildRun::Kind::Diverged;
-  failure = anyFailure ? "a divergence from the reference model" : first.detail;
+  // A divergence's child run has no detail of its own.
+  auto detail = [](const ChildRun &run) {
+    return run.kind == ChildRun::Kind::Diverged
+               ? std::string("a divergence from the reference model")
+               : run.detail;
+  };
+  failure = detail(first);
   ShrinkResult shrunk = shrinkScenario(
       scenario,
       [&](const Scenario &s) { return wellFormedScenario(s, runner.backend); },
@@ -222,9 +228,7 @@ ShrinkResult shrinkInChildren(const Scenario &scenario,
                                    c.kind == ChildRun::Kind::Hung;
         if (!fails)
           return false;
-        failure = c.kind == ChildRun::Kind::Diverged
-                      ? "a divergence from the reference model"
-                      : c.detail;
+        failure = detail(c);
         return true;
       },
       limits);

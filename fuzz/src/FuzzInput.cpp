@@ -79,7 +79,7 @@ FuzzSetup setupFromEnvironment(Target target) {
             setup.deviceParameters[name + ":max-delay-us"] = "0";
   } else {
     setup.deviceParameters.clear();
-    setup.defaultDeviceParameters = false;
+    setup.delayedInputsOneIn = 0;
     std::string_view text = p;
     while (!text.empty()) {
       size_t comma = text.find(',');
@@ -359,9 +359,8 @@ decode(std::span<const uint8_t> input, const FuzzSetup &setup, bool annotate) {
   uint64_t slot = choices.below(GeneratorSlots);
   const FamilyGenerator &chosen =
       generators.generators[slotOwner(generators.nameHashes, slot)];
-  bool keepDelays = setup.defaultDeviceParameters &&
-                    setup.delayedInputsOneIn != 0 &&
-                    slot % setup.delayedInputsOneIn == 0;
+  bool keepDelays =
+      setup.delayedInputsOneIn != 0 && slot % setup.delayedInputsOneIn == 0;
   DecodedInput out;
   out.family = chosen.family;
   out.configuration = configurationName(chosen.parameters);

@@ -375,6 +375,10 @@ TEST(SetupFromEnvironment, TargetsAndOverrides) {
   unsetenv("DRT_FUZZ_MAX_COMMANDS");
   EXPECT_EQ(setupFromEnvironment(Target::Residency).deviceParameters,
             (drt::ParameterMap{{"fake:max-delay-us", "0"}}));
+  EXPECT_EQ(setupFromEnvironment(Target::Residency).delayedInputsOneIn, 8u);
+  setenv("DRT_FUZZ_DEVICE_PARAMS", "fake:max-delay-us=0", 1);
+  EXPECT_EQ(setupFromEnvironment(Target::Residency).delayedInputsOneIn, 0u)
+      << "device parameters given are what every input's devices get";
   setenv("DRT_FUZZ_DEVICE_PARAMS", "fake:max-delay-us=20,fake:seed=3", 1);
   EXPECT_EQ(
       setupFromEnvironment(Target::Residency).deviceParameters,

@@ -81,14 +81,12 @@ struct FuzzSetup {
   /// input does not sleep (coverage does not depend on how long a delay
   /// is, and a fuzzer that waits executes fewer inputs).
   ParameterMap deviceParameters = {{"fake:max-delay-us", "0"}};
-  /// Whether deviceParameters are the default ones (no
-  /// DRT_FUZZ_DEVICE_PARAMS).
-  bool defaultDeviceParameters = true;
-  /// With the default device parameters, one choices input in this many
-  /// (0: none) gets simulated delays of up to 50 us where they turn them
-  /// off: runs and copies then queue behind each other as in a property
-  /// run, where bugs of work in flight show. Chosen by the input's family
-  /// slot, so that the commands every input decodes to stay the same.
+  /// One choices input in this many (0: none; DRT_FUZZ_DEVICE_PARAMS, which
+  /// says what every device gets, makes it 0) gets simulated delays of up
+  /// to 50 us where deviceParameters turn them off: runs and copies then
+  /// queue behind each other as in a property run, where bugs of work in
+  /// flight show. Chosen by the input's family slot, so that the commands
+  /// every input decodes to stay the same.
   unsigned delayedInputsOneIn = 8;
   /// What the environment said that could not be read ("" when all could).
   std::string environmentProblem;
@@ -100,10 +98,10 @@ struct FuzzSetup {
 /// DRT_FUZZ_BACKEND, DRT_FUZZ_AGAINST, DRT_FUZZ_MAX_COMMANDS,
 /// DRT_FUZZ_MAX_LIVE_BYTES, DRT_FUZZ_MAX_LARGE_LIVE_BYTES and
 /// DRT_FUZZ_DEVICE_PARAMS ("backend:key=value,...", replacing the default
-/// device parameters; empty for none). Without that variable, the default
-/// sets max-delay-us=0 on every backend the inputs may use (the one under
-/// test, a mutant:NAME included, its partner, the fake device) that
-/// declares it.
+/// device parameters and leaving no input delayed; empty for none). Without
+/// that variable, the default sets max-delay-us=0 on every backend the inputs
+/// may use (the one under test, a mutant:NAME included, its partner, the fake
+/// device) that declares it.
 FuzzSetup setupFromEnvironment(Target target);
 
 /// Why \p setup cannot run: an unregistered backend, a command limit of 0,
