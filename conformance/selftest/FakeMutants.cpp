@@ -666,6 +666,44 @@ protected:
   }
 };
 
+/// Once a shutdown has begun, a completion that reports DeviceLost is
+/// dropped: the operations the shutdown meets in flight never complete (a
+/// backend that forgets its queued work instead of failing it).
+class ShutdownDropsLostCompletions final : public FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+  ~ShutdownDropsLostCompletions() override { shutdown(); }
+
+protected:
+  CompletionCallback unlessLost(CompletionCallback done) {
+    return [this, done = std::move(done)](Error e) {
+      if (stopping_ && e.code() == ErrorCode::DeviceLost)
+        return;
+      done(std::move(e));
+    };
+  }
+  void copyToDevice(DeviceLocation dst, const std::byte *src, uint64_t bytes,
+                    CompletionCallback done) override {
+    FakeDevice::copyToDevice(dst, src, bytes, unlessLost(std::move(done)));
+  }
+  void copyFromDevice(DeviceLocation src, std::byte *dst, uint64_t bytes,
+                      CompletionCallback done) override {
+    FakeDevice::copyFromDevice(src, dst, bytes, unlessLost(std::move(done)));
+  }
+  void execute(const Function &function, std::vector<RunArgument> arguments,
+               CompletionCallback done) override {
+    FakeDevice::execute(function, std::move(arguments),
+                        unlessLost(std::move(done)));
+  }
+  void shutdownBackend() override {
+    stopping_ = true;
+    FakeDevice::shutdownBackend();
+  }
+
+private:
+  std::atomic<bool> stopping_{false};
+};
+
 /// A run looks its network's kernels up when it executes, not when it is
 /// issued: a network evicted while a run of it is still queued leaves that
 /// run without kernels, and it fails.
@@ -918,6 +956,10 @@ DRT_REGISTER_BACKEND(mutant<EvictStrandsQueuedRuns>(
     "evict-strands-queued-runs",
     "a network evicted while a run of it is queued leaves the run without "
     "kernels: it fails"));
+DRT_REGISTER_BACKEND(mutant<ShutdownDropsLostCompletions>(
+    "shutdown-drops-lost-completions",
+    "once a shutdown has begun, completions that report DeviceLost are "
+    "dropped: the operations it meets in flight never complete"));
 DRT_REGISTER_BACKEND(mutant<IgnoresBudget>(
     "ignores-budget", "allocations are not held to the memory budget"));
 DRT_REGISTER_BACKEND(mutant<BudgetCheckedBeforeAllocating>(

@@ -613,6 +613,17 @@ std::vector<PropertyFamily> makeFamilies() {
                  // lost ones among them, fit a network.
                  p.kindsPerScenario = 2;
                  p.shapes = {{16}, {3, 5}};
+                 // Each case ends with two branches, one of which shuts a
+                 // device down while the other moves records on it, with
+                 // the device's operations held in flight in half the
+                 // cases: the shutdown then meets transfers under way,
+                 // each of which must complete once with DeviceLost (or
+                 // before it), which a sequence of commands cannot check
+                 // (a shutdown waits there for the work before it).
+                 p.parallelBranches = 2;
+                 p.branchLength = 3;
+                 p.branchShutdownPercent = 100;
+                 p.slowDevicePercent = 50;
                  return p;
                },
                {"device-lost-makes-Lost", "refill-of-Lost"}});
