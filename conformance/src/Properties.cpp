@@ -99,6 +99,33 @@ std::vector<std::string> faultsKeyLabels() {
   return keys;
 }
 
+/// Device loss: shutdowns, refills, and runs on the device still up over
+/// inputs the other one lost (DeviceLost) or left Host.
+GeneratorProfile deviceLossProfile() {
+  auto w = baseWeights();
+  w[K::Shutdown] = 3;
+  w[K::Refill] = 6;
+  w[K::Release] = 3;
+  w[K::ToDevice] = 8;
+  w[K::AddNetwork] = 2;
+  w[K::Run] = 6;
+  w[K::EvictNetwork] = 1;
+  w[K::EnsureOutputs] = 2;
+  GeneratorProfile p = oneDevice(w);
+  p.devices.push_back(device("d1"));
+  // Two element kinds and two shapes a case: most tensors, lost ones among
+  // them, fit a network.
+  p.kindsPerScenario = 2;
+  p.shapes = {{16}, {3, 5}};
+  return p;
+}
+
+std::string needsDeviceLoss(const Capabilities &c) {
+  if (!c.deviceLoss)
+    return "the backend does not declare device loss";
+  return needsResident(c);
+}
+
 std::vector<PropertyFamily> makeFamilies() {
   std::vector<PropertyFamily> f;
   f.push_back({"view-sharing",
@@ -589,43 +616,8 @@ std::vector<PropertyFamily> makeFamilies() {
   f.push_back({"device-loss",
                "shutdown makes Device records Lost and Mirrored ones Host; "
                "refill recovers",
-               [](const Capabilities &c) {
-                 if (!c.deviceLoss)
-                   return std::string("the backend does not declare device "
-                                      "loss");
-                 return needsResident(c);
-               },
-               [] {
-                 auto w = baseWeights();
-                 w[K::Shutdown] = 3;
-                 w[K::Refill] = 6;
-                 w[K::Release] = 3;
-                 w[K::ToDevice] = 8;
-                 // Runs on the device that is still up, over inputs the
-                 // other one lost (DeviceLost) or left Host.
-                 w[K::AddNetwork] = 2;
-                 w[K::Run] = 6;
-                 w[K::EvictNetwork] = 1;
-                 w[K::EnsureOutputs] = 2;
-                 GeneratorProfile p = oneDevice(w);
-                 p.devices.push_back(device("d1"));
-                 // Two element kinds and two shapes a case: most tensors,
-                 // lost ones among them, fit a network.
-                 p.kindsPerScenario = 2;
-                 p.shapes = {{16}, {3, 5}};
-                 // Each case ends with two branches, one of which shuts a
-                 // device down while the other moves records on it, with
-                 // the device's operations held in flight in half the
-                 // cases: the shutdown then meets transfers under way,
-                 // each of which must complete once with DeviceLost (or
-                 // before it), which a sequence of commands cannot check
-                 // (a shutdown waits there for the work before it).
-                 p.parallelBranches = 2;
-                 p.branchLength = 3;
-                 p.branchShutdownPercent = 100;
-                 p.slowDevicePercent = 50;
-                 return p;
-               },
+               needsDeviceLoss,
+               deviceLossProfile,
                {"device-lost-makes-Lost", "refill-of-Lost"}});
   f.push_back({"async-completion",
                "completions on another thread after random delays: every "
@@ -726,6 +718,34 @@ std::vector<PropertyFamily> makeFamilies() {
                  return p;
                },
                {"to-device@Mirrored", "cross-device-move-"}});
+  // Last, so that the properties before it keep their cases and their
+  // order in a --fail-fast run.
+  {
+    PropertyFamily shutdownBeside{
+        "shutdown-beside-transfers",
+        "a device shut down on one thread while another moves records on "
+        "it: every operation completes exactly once, with DeviceLost or "
+        "before the shutdown; the history is checked for linearizability",
+        needsDeviceLoss,
+        [] {
+          GeneratorProfile p = deviceLossProfile();
+          // Every case ends with two branches, one of which shuts a device
+          // down among its commands while the other moves records on it,
+          // in half the cases on devices that hold their operations in
+          // flight. A sequence cannot have it: a shutdown there follows the
+          // work before it. The framework completes the operations it holds
+          // in flight itself; what only such a block shows is an operation
+          // that reaches the backend while the shutdown runs, which the
+          // backend must still complete.
+          p.parallelBranches = 2;
+          p.branchLength = 3;
+          p.branchShutdownPercent = 100;
+          p.slowDevicePercent = 50;
+          return p;
+        },
+        {"parallel-block", "linearized"}};
+    f.push_back(std::move(shutdownBeside));
+  }
   return f;
 }
 
