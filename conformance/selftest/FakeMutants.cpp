@@ -156,32 +156,45 @@ protected:
   }
 };
 
-/// A failing copy or run never completes: its callback is dropped.
-class CallbackNeverOnError final : public FakeDevice {
+/// A device whose copies and runs drop the completions that
+/// Derived::dropped(const Error &) picks: their callbacks are never called.
+/// The check is a plain call, not a virtual one: a completion that the base
+/// class's destructor delivers (its shutdown) must not meet a pure virtual
+/// function.
+template <typename Derived> class DropsCompletions : public FakeDevice {
 public:
   using FakeDevice::FakeDevice;
-  ~CallbackNeverOnError() override { shutdown(); }
 
 protected:
-  static CompletionCallback onlySuccess(CompletionCallback done) {
-    return [done = std::move(done)](Error e) {
-      if (e.isSuccess())
+  CompletionCallback unlessDropped(CompletionCallback done) {
+    return [self = static_cast<const Derived *>(this),
+            done = std::move(done)](Error e) {
+      if (!self->dropped(e))
         done(std::move(e));
     };
   }
   void copyToDevice(DeviceLocation dst, const std::byte *src, uint64_t bytes,
                     CompletionCallback done) override {
-    FakeDevice::copyToDevice(dst, src, bytes, onlySuccess(std::move(done)));
+    FakeDevice::copyToDevice(dst, src, bytes, unlessDropped(std::move(done)));
   }
   void copyFromDevice(DeviceLocation src, std::byte *dst, uint64_t bytes,
                       CompletionCallback done) override {
-    FakeDevice::copyFromDevice(src, dst, bytes, onlySuccess(std::move(done)));
+    FakeDevice::copyFromDevice(src, dst, bytes, unlessDropped(std::move(done)));
   }
   void execute(const Function &function, std::vector<RunArgument> arguments,
                CompletionCallback done) override {
     FakeDevice::execute(function, std::move(arguments),
-                        onlySuccess(std::move(done)));
+                        unlessDropped(std::move(done)));
   }
+};
+
+/// A failing copy or run never completes: its callback is dropped.
+class CallbackNeverOnError final
+    : public DropsCompletions<CallbackNeverOnError> {
+public:
+  using DropsCompletions::DropsCompletions;
+  ~CallbackNeverOnError() override { shutdown(); }
+  bool dropped(const Error &e) const { return !e.isSuccess(); }
 };
 
 /// A failing copy to the device is reported as a success.
@@ -669,32 +682,16 @@ protected:
 /// Once a shutdown has begun, a completion that reports DeviceLost is
 /// dropped: the operations the shutdown meets in flight never complete (a
 /// backend that forgets its queued work instead of failing it).
-class ShutdownDropsLostCompletions final : public FakeDevice {
+class ShutdownDropsLostCompletions final
+    : public DropsCompletions<ShutdownDropsLostCompletions> {
 public:
-  using FakeDevice::FakeDevice;
+  using DropsCompletions::DropsCompletions;
   ~ShutdownDropsLostCompletions() override { shutdown(); }
+  bool dropped(const Error &e) const {
+    return stopping_ && e.code() == ErrorCode::DeviceLost;
+  }
 
 protected:
-  CompletionCallback unlessLost(CompletionCallback done) {
-    return [this, done = std::move(done)](Error e) {
-      if (stopping_ && e.code() == ErrorCode::DeviceLost)
-        return;
-      done(std::move(e));
-    };
-  }
-  void copyToDevice(DeviceLocation dst, const std::byte *src, uint64_t bytes,
-                    CompletionCallback done) override {
-    FakeDevice::copyToDevice(dst, src, bytes, unlessLost(std::move(done)));
-  }
-  void copyFromDevice(DeviceLocation src, std::byte *dst, uint64_t bytes,
-                      CompletionCallback done) override {
-    FakeDevice::copyFromDevice(src, dst, bytes, unlessLost(std::move(done)));
-  }
-  void execute(const Function &function, std::vector<RunArgument> arguments,
-               CompletionCallback done) override {
-    FakeDevice::execute(function, std::move(arguments),
-                        unlessLost(std::move(done)));
-  }
   void shutdownBackend() override {
     stopping_ = true;
     FakeDevice::shutdownBackend();
