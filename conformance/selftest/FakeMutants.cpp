@@ -877,6 +877,15 @@ BackendInfo mutant(std::string name, std::string description) {
   return info;
 }
 
+/// The same under "test:NAME": a test backend that no self-test runs, for
+/// the tests and measurements that name it.
+template <typename Mutant>
+BackendInfo testBackend(std::string name, std::string description) {
+  BackendInfo info = mutant<Mutant>("", std::move(description));
+  info.name = "test:" + std::move(name);
+  return info;
+}
+
 DRT_REGISTER_BACKEND(mutant<AccountingDrift>(
     "accounting-drift", "free() does not return its bytes to usedMemory()"));
 DRT_REGISTER_BACKEND(mutant<DoubleFree>(
@@ -900,13 +909,10 @@ DRT_REGISTER_BACKEND(mutant<CorruptReadBack>(
 // Not a mutant the self-test kills and replays: its minimal scenarios pass
 // alone by design
 // (conformance.tool.a-minimal-scenario-that-passes-alone-is-named).
-DRT_REGISTER_BACKEND([] {
-  BackendInfo info = mutant<CorruptsAfterFortyDevices>(
-      "", "a read-back's first byte flipped on every device made after the "
-          "process's 40th");
-  info.name = "test:corrupts-after-forty-devices";
-  return info;
-}());
+DRT_REGISTER_BACKEND(testBackend<CorruptsAfterFortyDevices>(
+    "corrupts-after-forty-devices",
+    "a read-back's first byte flipped on every device made after the "
+    "process's 40th"));
 DRT_REGISTER_BACKEND(mutant<ReadBackPastTheEnd>(
     "read-back-past-the-end", "copyFromDevice() writes whole 64-byte bursts, "
                               "past the host buffer's end"));
@@ -956,13 +962,10 @@ DRT_REGISTER_BACKEND(mutant<EvictStrandsQueuedRuns>(
 // Not a self-test: the suite kills it only where an operation reaches the
 // backend while a shutdown runs on another thread, a race it wins on some
 // seeds (docs/selftest.md, "Operations in flight at a shutdown").
-DRT_REGISTER_BACKEND([] {
-  BackendInfo info = mutant<ShutdownDropsLostCompletions>(
-      "", "once a shutdown has begun, completions that report DeviceLost are "
-          "dropped: the operations it meets in flight never complete");
-  info.name = "test:shutdown-drops-lost-completions";
-  return info;
-}());
+DRT_REGISTER_BACKEND(testBackend<ShutdownDropsLostCompletions>(
+    "shutdown-drops-lost-completions",
+    "once a shutdown has begun, completions that report DeviceLost are "
+    "dropped: the operations it meets in flight never complete"));
 DRT_REGISTER_BACKEND(mutant<IgnoresBudget>(
     "ignores-budget", "allocations are not held to the memory budget"));
 DRT_REGISTER_BACKEND(mutant<BudgetCheckedBeforeAllocating>(
