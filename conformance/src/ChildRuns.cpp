@@ -217,10 +217,9 @@ ShrinkResult shrinkInChildren(const Scenario &scenario,
           std::ofstream out(candidateFile, std::ios::binary | std::ios::trunc);
           out << printScenario(s);
         }
-        ChildRun c =
-            runScenarioInChild(runner, candidateFile,
-                               stuck || anyFailure ? CandidateStuckAfterMs : 0,
-                               firstRuns.candidateRuns(s));
+        ChildRun c = runScenarioInChild(runner, candidateFile,
+                                        candidateStuckAfterMs(first.kind),
+                                        firstRuns.candidateRuns(s));
         bool fails = anyFailure ? c.kind != ChildRun::Kind::Passed &&
                                       c.kind != ChildRun::Kind::NotRun
                      : stuck ? c.kind == ChildRun::Kind::Stuck

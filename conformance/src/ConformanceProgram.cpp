@@ -271,12 +271,9 @@ int shrinkAbortedCase(const ProgramSettings &settings, const std::string &file,
   ShrinkResult shrunk = shrinkInChildren(
       scenario, children, firstRuns, file + ".candidate",
       shrinkLimitsFor(firstRuns.candidateRuns(scenario)), failure);
-  unsigned repeat = replayRuns(children, file + ".candidate", shrunk.scenario,
-                               firstRuns.flaky,
-                               first.kind == ChildRun::Kind::Stuck ||
-                                       first.kind == ChildRun::Kind::Diverged
-                                   ? CandidateStuckAfterMs
-                                   : 0);
+  unsigned repeat =
+      replayRuns(children, file + ".candidate", shrunk.scenario,
+                 firstRuns.flaky, candidateStuckAfterMs(first.kind));
   std::filesystem::remove(children.log, ignored);
   std::string stem = file.size() > 4 && file.ends_with(".scn")
                          ? file.substr(0, file.size() - 4)

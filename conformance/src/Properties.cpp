@@ -120,6 +120,8 @@ GeneratorProfile deviceLossProfile() {
   return p;
 }
 
+/// Why a backend of capabilities \p c cannot run the device-loss
+/// properties, or "" when it can.
 std::string needsDeviceLoss(const Capabilities &c) {
   if (!c.deviceLoss)
     return "the backend does not declare device loss";

@@ -107,6 +107,16 @@ unsigned replayRuns(const ChildRunner &runner, const std::string &file,
 /// to tell such a step from a slow one.
 inline constexpr unsigned CandidateStuckAfterMs = 2000;
 
+/// How long a child run of a scenario whose first child runs ended as \p
+/// first may go without progress: CandidateStuckAfterMs where a stuck step
+/// fails it (a stuck scenario, or one that diverged instead and fails in
+/// any way), else no limit (0).
+inline unsigned candidateStuckAfterMs(ChildRun::Kind first) {
+  return first == ChildRun::Kind::Stuck || first == ChildRun::Kind::Diverged
+             ? CandidateStuckAfterMs
+             : 0;
+}
+
 /// Shrinks \p scenario, whose runs in children ended as \p first (its last
 /// Crashed, Hung, Stuck or Diverged), with every candidate written to \p
 /// candidateFile and run in a child process of its own
