@@ -422,7 +422,6 @@ void drtChain(benchmark::State &state, ChainRuns how) {
   Tensor &a = context.bindings().allocate("a", type);
   Tensor &b = context.bindings().allocate("b", type);
   std::memset(a.mutableHostBytes().data(), 0, type.sizeInBytes());
-  // The first error of the runs issued without waiting.
   // The first error of the runs issued without waiting, and how many of
   // them have not called back: a callback may come after the records it
   // held are released, so an iteration waits for every one.
