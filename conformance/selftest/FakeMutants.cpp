@@ -10,6 +10,7 @@
 #include "drt/BackendRegistry.h"
 #include "drt/fake/FakeDevice.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -506,6 +507,48 @@ private:
   mutable std::recursive_mutex mutex_;
 };
 
+/// Uploads issued from inside one of the device's own completion callbacks,
+/// on the thread delivering it, never complete: a backend whose worker
+/// delivers a batch of completions and then clears its upload queue, losing
+/// what the callbacks queued meanwhile. (The framework's own chains issue
+/// runs and read-backs from completions, never an upload to the same
+/// device: only a program's call from a callback meets this.)
+class DropsUploadsIssuedFromCallbacks final : public FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+  ~DropsUploadsIssuedFromCallbacks() override { shutdown(); }
+
+protected:
+  void copyToDevice(DeviceLocation dst, const std::byte *src, uint64_t bytes,
+                    CompletionCallback done) override {
+    if (delivering != this)
+      FakeDevice::copyToDevice(dst, src, bytes, delivered(std::move(done)));
+  }
+  void copyFromDevice(DeviceLocation src, std::byte *dst, uint64_t bytes,
+                      CompletionCallback done) override {
+    FakeDevice::copyFromDevice(src, dst, bytes, delivered(std::move(done)));
+  }
+  void execute(const Function &function, std::vector<RunArgument> arguments,
+               CompletionCallback done) override {
+    FakeDevice::execute(function, std::move(arguments),
+                        delivered(std::move(done)));
+  }
+
+private:
+  /// The device whose completion this thread is delivering.
+  static thread_local const DropsUploadsIssuedFromCallbacks *delivering;
+  CompletionCallback delivered(CompletionCallback done) {
+    return [this, done = std::move(done)](Error e) {
+      const DropsUploadsIssuedFromCallbacks *outer =
+          std::exchange(delivering, this);
+      done(std::move(e));
+      delivering = outer;
+    };
+  }
+};
+thread_local const DropsUploadsIssuedFromCallbacks
+    *DropsUploadsIssuedFromCallbacks::delivering = nullptr;
+
 /// A read-back completes while the device holds its own (non-recursive) lock,
 /// which free() takes too: on a synchronous device the completion runs on the
 /// calling thread, and the framework's release of the device copy from there
@@ -815,6 +858,35 @@ protected:
   }
 };
 
+/// execute() takes its k-th argument for the k-th placeholder in the order
+/// the function's nodes first use them, not in the order the function
+/// declares them: a backend that rebuilds its argument list from the nodes.
+class ArgumentsInOrderOfFirstUse final : public FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+  ~ArgumentsInOrderOfFirstUse() override { shutdown(); }
+
+protected:
+  void execute(const Function &function, std::vector<RunArgument> arguments,
+               CompletionCallback done) override {
+    std::vector<std::string_view> firstUse;
+    auto note = [&](const std::string &name) {
+      if (std::find(firstUse.begin(), firstUse.end(), name) == firstUse.end())
+        firstUse.push_back(name);
+    };
+    for (const Node &n : function.nodes()) {
+      for (const std::string &in : n.inputs)
+        note(in);
+      note(n.output);
+    }
+    std::vector<RunArgument> taken = arguments;
+    for (size_t k = 0; k < firstUse.size() && k < arguments.size(); ++k)
+      if (int at = function.placeholderIndex(firstUse[k]); at >= 0)
+        taken[size_t(at)] = arguments[k];
+    FakeDevice::execute(function, std::move(taken), std::move(done));
+  }
+};
+
 /// allocationSize() reports the physical (rounded-up) size, so a location
 /// from allocateDeviceMemory of exactly a tensor's size is refused.
 class ReportsPhysicalSize final : public FakeDevice {
@@ -932,6 +1004,10 @@ DRT_REGISTER_BACKEND(mutant<CallsBackUnderItsLock>(
     "calls-back-under-its-lock",
     "transfers and runs complete while the device holds the lock its "
     "accounting takes"));
+DRT_REGISTER_BACKEND(mutant<DropsUploadsIssuedFromCallbacks>(
+    "drops-uploads-issued-from-callbacks",
+    "uploads issued from inside one of the device's completion callbacks, "
+    "on the thread delivering it, never complete"));
 DRT_REGISTER_BACKEND(mutant<ReadBackCompletesHoldingItsLock>(
     "read-back-completes-holding-its-lock",
     "copyFromDevice() completes holding the lock free() takes: a read-back "
@@ -971,6 +1047,10 @@ DRT_REGISTER_BACKEND(mutant<IgnoresBudget>(
 DRT_REGISTER_BACKEND(mutant<BudgetCheckedBeforeAllocating>(
     "budget-checked-before-allocating",
     "checks the budget, then allocates, without one lock across both"));
+DRT_REGISTER_BACKEND(mutant<ArgumentsInOrderOfFirstUse>(
+    "arguments-in-order-of-first-use",
+    "execute() takes its arguments in the order the nodes first use the "
+    "placeholders, not the order the function declares them"));
 DRT_REGISTER_BACKEND(mutant<IgnoresViewOffsets>(
     "ignores-view-offsets", "execute() ignores its arguments' byte offsets"));
 DRT_REGISTER_BACKEND(mutant<ReportsPhysicalSize>(

@@ -69,6 +69,9 @@ public:
   /// One command for the model's current state, or nullopt when the drawn
   /// kind is impossible now.
   std::optional<Command> next() {
+    // Whether the command drawn last asked for its callback to issue this
+    // one (inCallbackPercent).
+    bool continuing = std::exchange(continueInCallback_, false);
     // A command held back for the fault planned just before it, and the
     // commands planned to come next.
     if (heldCommand_)
@@ -99,6 +102,8 @@ public:
       return a;
     if (faultWanted_ && faultWantedStepsLeft_ <= 0)
       faultWanted_.reset();
+    if (continuing && !focus_)
+      focus_ = continuationKind();
     CommandKind kind;
     // The upload planned into a raw location (planTakeover_) comes first.
     bool takeover = planTakeover_.has_value();
@@ -361,7 +366,31 @@ public:
       largeStepsLeft_ = 10;
     }
     largeAdd_ = false;
+    if (c && continuing && issuableInCallback(c->kind) && !c->noWait) {
+      c->sync = false;
+      c->inCallback = true;
+    } else if (c && p_.inCallbackPercent && completesThroughCallback(c->kind) &&
+               !c->noWait && !c->sync && !m_.transfersPending() &&
+               rng_.percent(p_.inCallbackPercent)) {
+      // Mostly the same tensor again: the upload done, read it back; the
+      // read-back done, upload it elsewhere or release it.
+      continueInCallback_ = true;
+      if (c->kind != CommandKind::Run)
+        followTensor_ = c->target;
+    }
     return c;
+  }
+
+  /// The kind of a command issued from inside a callback: a transfer
+  /// mostly, now and then a release, or a shutdown where the family shuts
+  /// devices down.
+  CommandKind continuationKind() {
+    uint64_t at = rng_.below(100);
+    if (at < 8 && p_.weights.count(CommandKind::Shutdown))
+      return CommandKind::Shutdown;
+    if (at < 20)
+      return CommandKind::Release;
+    return at < 60 ? CommandKind::FromDevice : CommandKind::ToDevice;
   }
 
   /// The nodes of a network over \p kind that reads two inputs or more and
@@ -2098,6 +2127,8 @@ private:
   /// waiting, leaves a run's output Host and busy: what the next
   /// ensure-outputs must wait for).
   std::optional<std::string> followTensor_;
+  /// The command drawn last issues the next one from its callback.
+  bool continueInCallback_ = false;
   /// The record of a transfer just issued without waiting that the next
   /// command transfers another record beside, and whether this command is
   /// that transfer.
@@ -2240,6 +2271,38 @@ ScenarioGenerator::ScenarioGenerator(GeneratorProfile profile,
                                      Capabilities capabilities)
     : profile_(std::move(profile)), capabilities_(capabilities) {}
 
+namespace {
+/// FNV-1a of \p text, continuing from \p h.
+uint64_t textHash(std::string_view text, uint64_t h = 14695981039346656037ull) {
+  for (unsigned char ch : text) {
+    h ^= ch;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+} // namespace
+
+void declareInAnotherOrder(Command &add) {
+  // Chosen by a hash of the network rather than drawn, so that every
+  // family's draws, and with them its cases, stay what they were.
+  uint64_t h = textHash(add.target);
+  for (const NetworkNode &n : add.nodes)
+    h = textHash(n.output, h);
+  if (h % 2 == 0)
+    return;
+  std::vector<std::string> firstUse;
+  for (const Placeholder &p :
+       networkPlaceholders(add.nodes, Type{add.elemKind, {1}}))
+    firstUse.push_back(p.name);
+  std::vector<std::string> order = firstUse;
+  std::stable_sort(order.begin(), order.end(),
+                   [h](const std::string &a, const std::string &b) {
+                     return textHash(a, h) < textHash(b, h);
+                   });
+  if (order != firstUse)
+    add.declared = std::move(order);
+}
+
 Scenario
 ScenarioGenerator::generate(uint64_t seed, size_t steps,
                             const std::map<std::string, int> *reached) const {
@@ -2317,8 +2380,12 @@ ScenarioGenerator::generate(ChoiceSource &rng, size_t steps,
     std::optional<Command> c = drawing.next();
     if (!c || !commandFitsModel(*c, model))
       continue;
-    c->expect = model.apply(*c).outcome;
     s.commands.push_back(std::move(*c));
+    // The command before it may have been refused (commandFitsModel).
+    if (s.commands.back().inCallback &&
+        !inCallbackProblem(s.commands, s.commands.size() - 1).empty())
+      s.commands.back().inCallback = false;
+    s.commands.back().expect = model.apply(s.commands.back()).outcome;
   }
   if (fanIn && !rng.exhausted())
     addFanInBlock(s, model, rng, steps);
@@ -2326,6 +2393,9 @@ ScenarioGenerator::generate(ChoiceSource &rng, size_t steps,
     addParallelBlock(
         s, model, rng, steps, sharedRuns, branchTwins,
         [&](ElemKind kind) { return drawing.nodesReadingTwo(kind); });
+  for (Command &c : s.commands)
+    if (c.kind == CommandKind::AddNetwork)
+      declareInAnotherOrder(c);
   return s;
 }
 

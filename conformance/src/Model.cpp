@@ -629,8 +629,10 @@ Outcome Model::run(const Command &c, Step &step) {
   ctx.lastNetwork = c.target;
   const Command add = net->second;
   Type type{add.elemKind, add.dims};
-  std::vector<Placeholder> placeholders = networkPlaceholders(add.nodes, type);
+  // In the order the function declares them: the framework binds, stages
+  // and counts faults in that order.
   Function fn = networkFunction(add);
+  const std::vector<Placeholder> &placeholders = fn.placeholders();
   auto boundName = [&](const std::string &ph) -> const std::string * {
     const std::string *found = nullptr;
     for (const auto &[p, t] : ctx.bindings)
@@ -1293,6 +1295,10 @@ ModelStep Model::applyStep(const Command &c) {
                              : c.kind == CommandKind::ToDevice
                                  ? "sync-to-device"
                                  : "sync-from-device");
+  if (c.inCallback)
+    step.labels.emplace_back(c.kind == CommandKind::Shutdown
+                                 ? "shutdown-in-callback"
+                                 : "issued-in-callback");
   if (c.noWait) {
     step.labels.emplace_back("issued-without-waiting");
     if (const ModelTensor *t =

@@ -748,6 +748,28 @@ std::vector<PropertyFamily> makeFamilies() {
         {"parallel-block", "linearized"}};
     f.push_back(std::move(shutdownBeside));
   }
+  f.push_back(
+      {"calls-from-callbacks",
+       "transfers, releases and shutdowns issued from inside the completion "
+       "callback of the transfer or run before them, on the thread the "
+       "backend calls back on: each has the outcome of program order",
+       needsDeviceLoss,
+       [] {
+         std::map<CommandKind, int> w = {
+             {K::Create, 6},     {K::View, 2},       {K::Destroy, 1},
+             {K::ToDevice, 8},   {K::FromDevice, 8}, {K::Release, 3},
+             {K::Read, 3},       {K::Write, 2},      {K::Refill, 3},
+             {K::AddNetwork, 2}, {K::Run, 5},        {K::EnsureOutputs, 1},
+             {K::Shutdown, 1}};
+         GeneratorProfile p = oneDevice(w);
+         p.devices.push_back(device("d1"));
+         p.inCallbackPercent = 50;
+         // Callbacks that come late, on a thread of the device's own.
+         p.slowDevicePercent = 25;
+         return p;
+       },
+       {"issued-in-callback", "shutdown-in-callback"}});
+  f.back().asksDevicesFromCallbacks = true;
   return f;
 }
 

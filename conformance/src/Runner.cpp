@@ -334,6 +334,21 @@ struct Observation {
   const char *storageLabel = nullptr;
 };
 
+/// A command issued from inside the completion callback of the one before
+/// it ('in-callback'): what its issue showed, handed from the backend's
+/// thread to the thread running the scenario.
+struct Continuation {
+  std::mutex mutex;
+  std::condition_variable issued;
+  /// Set once the call that issued it returned (under mutex).
+  bool done = false;
+  /// Its outcome so far (a violation, an error returned, an exception that
+  /// escaped), and the probe of its callback (null for a release or a
+  /// shutdown, and once a violation stopped it).
+  Observation observation;
+  std::shared_ptr<CallbackProbe> probe;
+};
+
 /// The type and message of the exception being handled ("std::out_of_range:
 /// index 9"), for a report of one that escaped a backend.
 std::string describeCurrentException() {
@@ -805,9 +820,15 @@ public:
   /// Not inlined: a contract violation the step expects is caught here,
   /// and the unwinder searches the call-site table of the frame that
   /// catches, which is short for this function and long for its callers.
+  /// With \p continuation (the next command, written 'in-callback'), the
+  /// step's callback issues it (issueContinuation) after it observed the
+  /// step; finishContinuation then completes it as the next step.
   [[gnu::noinline]] void execute(const Command &c, const Model &model,
-                                 Observation &obs, bool recordPending = false) {
+                                 Observation &obs, bool recordPending = false,
+                                 const Command *continuation = nullptr) {
     std::shared_ptr<CallbackProbe> probe;
+    std::shared_ptr<Continuation> next =
+        continuation ? std::make_shared<Continuation>() : nullptr;
     // A transfer issued without waiting completes while later steps change
     // the model and the tensors: its callback records the outcome only.
     Tensor *transferred = nullptr;
@@ -846,46 +867,52 @@ public:
     auto callback = [&]() -> CompletionCallback {
       probe = std::make_shared<CallbackProbe>();
       probe->extraCalls = extraCalls_;
-      return [this, p = probe, transferred, fetched, recordPending,
-              expectedTensor, expectedRecord, &name, asked](Error e) {
-        CallbackProbe *probe = p.get();
-        // Asked and registered under the probe's lock, so that a step that
-        // closes the probe (and a session that ends after it) sees the
-        // question and waits for its answer before the device goes.
-        std::shared_ptr<AccountingQuestion> q;
-        if (asked) {
-          std::lock_guard<std::mutex> lock(p->mutex);
-          if (p->open && p->calls == 0) {
-            q = AccountingQuestion::ask(*asked);
-            std::lock_guard<std::mutex> registered(questionsMutex_);
-            questions_.push_back(q);
-          }
-        }
-        if (q) {
-          bool answered = q->answeredWithin(AccountingPatience);
-          std::lock_guard<std::mutex> lock(p->mutex);
-          p->unansweredAccounting = !answered;
-        }
-        p->record(std::move(e), [&](const Error &outcome) {
-          if (!transferred || transferred->isEmpty() ||
-              (recordPending && !outcome.isSuccess()))
-            return;
-          ResidencyState state = transferred->residencySnapshot().state;
-          probe->stateAtCallback = state;
-          if (!fetched || !outcome.isSuccess() || !expectedRecord ||
-              (state != ResidencyState::Host &&
-               state != ResidencyState::Mirrored))
-            return;
-          // Never let a violation escape into the backend's thread.
-          try {
-            probe->contentsAtCallback = contentsDifference(
-                name, *expectedTensor, *expectedRecord,
-                transferred->hostBytes(), " inside its completion callback",
-                " (the data is in place before the call)");
-          } catch (const ContractViolationError &) {
-          }
-        });
-      };
+      return
+          [this, p = probe, transferred, fetched, recordPending, expectedTensor,
+           expectedRecord, &name, asked, next, continuation](Error e) {
+            CallbackProbe *probe = p.get();
+            // Only the first call of a step still open issues the continuation.
+            bool observed = false;
+            // Asked and registered under the probe's lock, so that a step that
+            // closes the probe (and a session that ends after it) sees the
+            // question and waits for its answer before the device goes.
+            std::shared_ptr<AccountingQuestion> q;
+            if (asked) {
+              std::lock_guard<std::mutex> lock(p->mutex);
+              if (p->open && p->calls == 0) {
+                q = AccountingQuestion::ask(*asked);
+                std::lock_guard<std::mutex> registered(questionsMutex_);
+                questions_.push_back(q);
+              }
+            }
+            if (q) {
+              bool answered = q->answeredWithin(AccountingPatience);
+              std::lock_guard<std::mutex> lock(p->mutex);
+              p->unansweredAccounting = !answered;
+            }
+            p->record(std::move(e), [&](const Error &outcome) {
+              observed = true;
+              if (!transferred || transferred->isEmpty() ||
+                  (recordPending && !outcome.isSuccess()))
+                return;
+              ResidencyState state = transferred->residencySnapshot().state;
+              probe->stateAtCallback = state;
+              if (!fetched || !outcome.isSuccess() || !expectedRecord ||
+                  (state != ResidencyState::Host &&
+                   state != ResidencyState::Mirrored))
+                return;
+              // Never let a violation escape into the backend's thread.
+              try {
+                probe->contentsAtCallback = contentsDifference(
+                    name, *expectedTensor, *expectedRecord,
+                    transferred->hostBytes(), " inside its completion callback",
+                    " (the data is in place before the call)");
+              } catch (const ContractViolationError &) {
+              }
+            });
+            if (next && observed)
+              issueContinuation(*continuation, *next);
+          };
     };
     hostManagerPlaces_ = c.kind == CommandKind::AddNetwork &&
                          hostManagerWouldChoose(c.device, model);
@@ -953,6 +980,97 @@ public:
       obs.outcome = Outcome::error(result.code());
       obs.message = result.message();
     }
+    // Without a callback nothing issues the continuation: the next step
+    // runs it as the program would go on.
+    continuation_ = obs.callbacks > 0 ? std::move(next) : nullptr;
+  }
+
+  /// A callback that only counts its calls, on a new probe put in \p probe
+  /// (for dispatch() of a branch's command or a continuation, which look at
+  /// nothing inside the callback).
+  CompletionCallback countingCallback(std::shared_ptr<CallbackProbe> &probe) {
+    probe = std::make_shared<CallbackProbe>();
+    probe->extraCalls = extraCalls_;
+    return
+        [p = probe](Error e) { p->record(std::move(e), [](const Error &) {}); };
+  }
+
+  /// Issues \p c from inside the completion callback of the step before it,
+  /// on the thread the backend called back on, and hands what the issue
+  /// showed to \p out. Runs while the thread running the scenario waits for
+  /// it (finishContinuation), so it may look tensors and devices up as
+  /// dispatch() does for a branch.
+  void issueContinuation(const Command &c, Continuation &out) {
+    Observation obs;
+    std::shared_ptr<CallbackProbe> probe;
+    auto callback = [&] { return countingCallback(probe); };
+    try {
+      Error result = dispatch(c, callback, probe);
+      ViolationKind kind;
+      if (takeCaughtViolation(kind, obs.message))
+        obs.outcome = Outcome::violationOf(kind);
+      else if (result) {
+        obs.outcome = Outcome::error(result.code());
+        obs.message = result.message();
+      }
+    } catch (const ContractViolationError &v) {
+      obs.outcome = Outcome::violationOf(v.kind());
+      obs.message = v.what();
+    } catch (...) {
+      obs.problem = Difference{
+          "the calls of '" + printCommand(c) + "' into the backend",
+          "returns (a backend reports a failure as an Error; a hook never "
+          "throws)",
+          "an exception escaped: " + describeCurrentException()};
+    }
+    {
+      std::lock_guard<std::mutex> lock(out.mutex);
+      out.observation = std::move(obs);
+      out.probe = out.observation.outcome.kind == Outcome::Kind::Violation
+                      ? nullptr
+                      : std::move(probe);
+      out.done = true;
+    }
+    out.issued.notify_all();
+  }
+
+  /// Runs \p c, written 'in-callback': waits until the callback of the step
+  /// before it has issued it (issueContinuation), then for its own callback.
+  /// Where that step had no callback (a violation stopped it before any
+  /// work), \p c is executed here instead, as the program would go on.
+  void finishContinuation(const Command &c, const Model &model,
+                          Observation &obs, bool recordPending) {
+    std::shared_ptr<Continuation> k = std::exchange(continuation_, nullptr);
+    if (!k)
+      return execute(c, model, obs, recordPending);
+    std::unique_lock<std::mutex> lock(k->mutex);
+    if (!k->issued.wait_for(lock, std::chrono::milliseconds(timeoutMs_),
+                            [&] { return k->done; })) {
+      obs.problem = Difference{
+          "the call of '" + printCommand(c) +
+              "', made from inside the completion callback of the step "
+              "before it",
+          "returns (a program may call into the device from its callbacks, "
+          "docs/semantics.md section 4)",
+          "still running after " + std::to_string(timeoutMs_) + " ms"};
+      return;
+    }
+    obs = std::move(k->observation);
+    std::shared_ptr<CallbackProbe> probe = std::move(k->probe);
+    lock.unlock();
+    if (!probe)
+      return;
+    if (anyAsynchronous())
+      return awaitPending(probe, obs);
+    // A synchronous backend called back before the call returned, and no
+    // other thread runs a command in the sequence.
+    obs.callbacks = probe->count();
+    probe->close();
+    std::lock_guard<std::mutex> guard(probe->mutex);
+    if (obs.callbacks > 0 && probe->first) {
+      obs.outcome = Outcome::error(probe->first.code());
+      obs.message = probe->first.message();
+    }
   }
 
   /// Tells the session, before a step, whether commands it issued without
@@ -1017,13 +1135,7 @@ public:
                        Watchdog *watchdog = nullptr) {
     Watchdog &dog = watchdog ? *watchdog : watchdog_;
     std::shared_ptr<CallbackProbe> probe;
-    auto callback = [&]() -> CompletionCallback {
-      probe = std::make_shared<CallbackProbe>();
-      probe->extraCalls = extraCalls_;
-      return [p = probe](Error e) {
-        p->record(std::move(e), [](const Error &) {});
-      };
-    };
+    auto callback = [&] { return countingCallback(probe); };
     if (progress_) {
       progress_->command.store(&c, std::memory_order_relaxed);
       progress_->advance();
@@ -1347,6 +1459,25 @@ public:
     return s;
   }
 
+  /// What the transfer \p c showed inside its completion callback (its
+  /// record's state, a read-back's contents) against \p model after it;
+  /// the check is made once.
+  std::optional<Difference> callbackChecks(const Model &model,
+                                           const Command &c) {
+    std::shared_ptr<CallbackProbe> probe = std::move(transferProbe_);
+    if (!probe)
+      return std::nullopt;
+    std::lock_guard<std::mutex> lock(probe->mutex);
+    const std::optional<ResidencyState> &seen = probe->stateAtCallback;
+    const ModelRecord *r = model.recordOf(c.target);
+    if (seen && r && *seen != r->state)
+      return Difference{"residency of tensor '" + c.target +
+                            "' inside its completion callback",
+                        stateLabel(r->state) + " (updated before the call)",
+                        stateLabel(*seen)};
+    return probe->contentsAtCallback;
+  }
+
   /// The checks only a backend has (no model counterpart): locations,
   /// stats, background errors, late callbacks, operations in flight. A
   /// \p sweep comes right after a compareState sweep that found no
@@ -1354,19 +1485,8 @@ public:
   std::optional<Difference> backendChecks(const Model &model, const Command &c,
                                           const std::vector<std::string> &named,
                                           bool sweep) {
-    if (transferProbe_) {
-      std::lock_guard<std::mutex> lock(transferProbe_->mutex);
-      const std::optional<ResidencyState> &seen =
-          transferProbe_->stateAtCallback;
-      const ModelRecord *r = model.recordOf(c.target);
-      if (seen && r && *seen != r->state)
-        return Difference{"residency of tensor '" + c.target +
-                              "' inside its completion callback",
-                          stateLabel(r->state) + " (updated before the call)",
-                          stateLabel(*seen)};
-      if (transferProbe_->contentsAtCallback)
-        return transferProbe_->contentsAtCallback;
-    }
+    if (auto d = callbackChecks(model, c))
+      return d;
     if (int extra = extraCalls_->load())
       return Difference{"completion callbacks of the scenario's steps",
                         "exactly 1 call each",
@@ -2243,6 +2363,8 @@ private:
   /// The devices and kinds of operation whose callback asked already, and
   /// the questions asked (AccountingQuestion).
   bool askDevicesFromCallbacks_;
+  /// The command the last step's callback issues, or null.
+  std::shared_ptr<Continuation> continuation_;
   std::set<std::pair<std::string, CommandKind>> askedKinds_;
   std::mutex questionsMutex_;
   std::vector<std::shared_ptr<AccountingQuestion>> questions_;
@@ -2320,6 +2442,11 @@ Scenario wellFormedScenario(const Scenario &scenario,
     if (!commandFitsModel(c, model))
       continue;
     out.commands.push_back(c);
+    // Issued from the callback of a command that is gone or changed: issued
+    // as the next command instead.
+    if (c.inCallback &&
+        !inCallbackProblem(out.commands, out.commands.size() - 1).empty())
+      out.commands.back().inCallback = false;
     // Branch commands create and destroy no name: the ones after them fit
     // whatever order they run in.
     try {
@@ -3072,6 +3199,11 @@ void runInto(const Scenario &scenario, const RunOptions &options,
       auto text = [&] {
         return (written ? "" : "final read-back: ") + printCommand(c);
       };
+      // The next command when its own callback is to issue it.
+      const Command *continued = written && step < scenario.commands.size() &&
+                                         scenario.commands[step].inCallback
+                                     ? &scenario.commands[step]
+                                     : nullptr;
       for (Lane &lane : lanes) {
         if (only && only != &lane)
           continue;
@@ -3148,7 +3280,10 @@ void runInto(const Scenario &scenario, const RunOptions &options,
           progress.at(step, &c, nullptr, &session->backend());
           Observation observed;
           session->noteUnwaitedCommands(!pending[session].empty());
-          session->execute(c, m, observed, recordPending);
+          if (written && c.inCallback)
+            session->finishContinuation(c, m, observed, recordPending);
+          else
+            session->execute(c, m, observed, recordPending, continued);
           if (first && written && session == lane.sessions.front() &&
               observed.storageLabel)
             ++labels[CoverageLabel(observed.storageLabel)];
@@ -3165,6 +3300,12 @@ void runInto(const Scenario &scenario, const RunOptions &options,
           std::optional<Difference> d = compareOutcome(predicted, observed);
           if (!d && !drain(session))
             return false;
+          // The next command is on its way from this one's callback: the
+          // state is compared after it.
+          if (!d && continued)
+            d = session->callbackChecks(m, c);
+          if (!d && continued)
+            continue;
           if (!d)
             d = session->compareState(m, named, sweep, false);
           if (!d)

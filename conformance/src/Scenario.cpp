@@ -87,14 +87,41 @@ bool operator==(const Command &a, const Command &b) {
          a.release == b.release && a.location == b.location &&
          a.bytes == b.bytes && a.fault.site == b.fault.site &&
          a.fault.nth == b.fault.nth && a.fault.code == b.fault.code &&
-         a.nodes == b.nodes && a.bindings == b.bindings &&
-         a.expect == b.expect && a.noWait == b.noWait && a.sync == b.sync &&
-         a.branch == b.branch;
+         a.nodes == b.nodes && a.declared == b.declared &&
+         a.bindings == b.bindings && a.expect == b.expect &&
+         a.noWait == b.noWait && a.sync == b.sync &&
+         a.inCallback == b.inCallback && a.branch == b.branch;
 }
 
 bool completesThroughCallback(CommandKind kind) {
   return kind == CommandKind::ToDevice || kind == CommandKind::FromDevice ||
          kind == CommandKind::Run;
+}
+
+bool issuableInCallback(CommandKind kind) {
+  return kind == CommandKind::ToDevice || kind == CommandKind::FromDevice ||
+         kind == CommandKind::Release || kind == CommandKind::Shutdown;
+}
+
+std::string inCallbackProblem(const std::vector<Command> &commands, size_t i) {
+  const Command &c = commands[i];
+  const Command *before = i > 0 ? &commands[i - 1] : nullptr;
+  if (!issuableInCallback(c.kind) || c.sync || c.noWait || c.branch != 0)
+    return "only to-device, from-device, release and shutdown of the "
+           "sequential part, neither 'sync' nor '&', can be issued from "
+           "inside a callback ('in-callback')";
+  if (!before || !completesThroughCallback(before->kind) || before->sync ||
+      before->noWait || before->inCallback || before->branch != 0)
+    return "'in-callback' issues the command from inside the callback of the "
+           "command before it, which must be a to-device, from-device or run "
+           "of the sequential part written without 'sync', '&' and "
+           "'in-callback'";
+  if (i > 1 && commands[i - 2].noWait)
+    return "a transfer issued with '&' is still pending when the command "
+           "before it is issued: a command issued from inside a callback "
+           "must not meet a busy record, which it would wait for on the "
+           "backend's thread";
+  return "";
 }
 
 bool mayFollowPendingWork(const Command &c, bool loneReadBack) {
@@ -159,8 +186,12 @@ bool networkWrites(const std::vector<NetworkNode> &nodes,
 Function networkFunction(const Command &addNetwork) {
   Function f(addNetwork.target);
   Type type{addNetwork.elemKind, addNetwork.dims};
-  for (const Placeholder &p : networkPlaceholders(addNetwork.nodes, type))
-    f.addPlaceholder(p.name, p.type);
+  if (!addNetwork.declared.empty())
+    for (const std::string &name : addNetwork.declared)
+      f.addPlaceholder(name, type);
+  else
+    for (const Placeholder &p : networkPlaceholders(addNetwork.nodes, type))
+      f.addPlaceholder(p.name, p.type);
   for (const NetworkNode &n : addNetwork.nodes)
     f.addNode(Node{n.op, n.inputs, n.output, n.factor});
   return f;
@@ -619,6 +650,10 @@ std::string validateScenario(const Scenario &scenario) {
     if (c.sync && c.noWait)
       return step() + "'sync' waits in the framework's helper: it cannot be "
                       "issued without waiting ('&') too";
+    if (c.inCallback)
+      if (std::string problem = inCallbackProblem(scenario.commands, i);
+          !problem.empty())
+        return step() + problem;
     if (pending && !mayFollowPendingWork(c, loneReadBack))
       return step() + "a transfer issued with '&' is still pending: a "
                       "command without '&' must come first (what a shutdown "
@@ -712,6 +747,22 @@ std::string validateScenario(const Scenario &scenario) {
       problem = needDevice();
       if (problem.empty() && c.nodes.empty())
         problem = step() + "network '" + c.target + "' has no nodes";
+      if (problem.empty() && !c.declared.empty()) {
+        std::vector<std::string> names;
+        for (const Placeholder &p :
+             networkPlaceholders(c.nodes, Type{c.elemKind, {1}}))
+          names.push_back(p.name);
+        std::vector<std::string> declared = c.declared;
+        std::sort(names.begin(), names.end());
+        std::sort(declared.begin(), declared.end());
+        if (declared != names) {
+          std::string list;
+          for (const std::string &n : names)
+            list += (list.empty() ? "" : ",") + n;
+          problem = step() + "declared= lists network '" + c.target +
+                    "''s placeholders, each once (" + list + ")";
+        }
+      }
       networks.insert(c.target);
       break;
     case CommandKind::Run:

@@ -445,8 +445,29 @@ Command parseCommand(LineParser &p, CommandKind kind) {
     c.elemKind = p.elemKind();
     c.dims = p.dims();
     c.nodes.push_back(p.node());
-    while (!p.atEnd() && p.peek()->text != "->")
+    while (!p.atEnd() && p.peek()->text != "->" &&
+           !p.peek()->text.starts_with("declared="))
       c.nodes.push_back(p.node());
+    if (!p.atEnd() && p.peek()->text.starts_with("declared=")) {
+      Token t = p.next("");
+      std::string_view list =
+          t.text.substr(std::string_view("declared=").size());
+      size_t start = 0;
+      while (true) {
+        size_t comma = list.find(',', start);
+        std::string_view name = list.substr(
+            start, comma == std::string_view::npos ? std::string_view::npos
+                                                   : comma - start);
+        if (!isName(name))
+          throw LineError{t.column +
+                              int(std::string_view("declared=").size() + start),
+                          "expected a placeholder name, found " + quoted(name)};
+        c.declared.emplace_back(name);
+        if (comma == std::string_view::npos)
+          break;
+        start = comma + 1;
+      }
+    }
     break;
   case CommandKind::Run:
     c.target = p.name("a network name");
@@ -518,6 +539,14 @@ Command parseCommand(LineParser &p, CommandKind kind) {
                       "waiting, follows to-device, from-device and run only)");
     p.next("");
     c.noWait = true;
+  }
+  if (!p.atEnd() && p.peek()->text == "in-callback") {
+    if (!issuableInCallback(kind) || c.sync || c.noWait)
+      p.fail("end of line or '-> OUTCOME' ('in-callback' follows to-device, "
+             "from-device, release and shutdown written without 'sync' or "
+             "'&')");
+    p.next("");
+    c.inCallback = true;
   }
   if (!p.atEnd() && p.peek()->text == "->") {
     p.next("");
@@ -731,6 +760,12 @@ std::string printCommand(const Command &c) {
         args += "," + printFactor(n.factor);
       add(n.output + "=" + std::string(opKindName(n.op)) + "(" + args + ")");
     }
+    if (!c.declared.empty()) {
+      std::string list;
+      for (const std::string &name : c.declared)
+        list += (list.empty() ? "" : ",") + name;
+      add("declared=" + list);
+    }
     break;
   case CommandKind::Run:
     add(c.target);
@@ -756,6 +791,8 @@ std::string printCommand(const Command &c) {
     s += " sync";
   if (c.noWait)
     s += " &";
+  if (c.inCallback)
+    s += " in-callback";
   if (c.branch)
     return "|" + std::to_string(c.branch) + " " + s;
   if (c.expect.kind != Outcome::Kind::Ok)

@@ -24,6 +24,17 @@ std::vector<Command> simplerCommands(const Command &c, uint64_t smallPattern) {
   auto with = [&](auto change) {
     Command s = c;
     change(s);
+    // A network's declared order keeps the placeholders its nodes still
+    // name (a simpler network names fewer, never new ones).
+    if (!s.declared.empty())
+      std::erase_if(s.declared, [&](const std::string &name) {
+        return std::none_of(s.nodes.begin(), s.nodes.end(),
+                            [&](const NetworkNode &n) {
+                              return n.output == name ||
+                                     std::find(n.inputs.begin(), n.inputs.end(),
+                                               name) != n.inputs.end();
+                            });
+      });
     if (!(s == c))
       out.push_back(std::move(s));
   };
@@ -48,6 +59,9 @@ std::vector<Command> simplerCommands(const Command &c, uint64_t smallPattern) {
   // A callback of the runner's own is the plainer way to wait.
   if (c.sync)
     with([](Command &s) { s.sync = false; });
+  // So is issuing a command from the thread that runs the scenario.
+  if (c.inCallback)
+    with([](Command &s) { s.inCallback = false; });
   switch (c.kind) {
   case CommandKind::Create:
     shrinkDims(true);
@@ -88,6 +102,9 @@ std::vector<Command> simplerCommands(const Command &c, uint64_t smallPattern) {
     with([](Command &s) { s.kind = CommandKind::Release; });
     break;
   case CommandKind::AddNetwork: {
+    // Placeholders declared in order of first use.
+    if (!c.declared.empty())
+      with([](Command &s) { s.declared.clear(); });
     // Fewer nodes: drop one whose output no later node reads.
     for (size_t i = c.nodes.size(); i-- > 0 && c.nodes.size() > 1;) {
       bool read = false;

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <mutex>
 #include <optional>
+#include <regex>
 #include <stdexcept>
 #include <thread>
 #include <utility>
@@ -609,6 +610,109 @@ ensure-outputs n -> error DeviceError
   EXPECT_EQ(r.divergence->step, 7u);
   EXPECT_NE(r.divergence->observed.find("never completed"), std::string::npos)
       << r.divergence->toString();
+}
+
+TEST(Runner, CommandsIssuedFromCallbacksHaveTheOutcomesOfProgramOrder) {
+  const std::string text = R"(device d0
+device d1
+create a f32 [64] fill=3
+create b f32 [16] fill=5
+to-device a d0
+from-device a d0 release in-callback
+to-device b d0
+from-device b d0 release
+to-device b d0 in-callback
+to-device a d1
+release a d1 in-callback
+from-device b d0 keep
+to-device b d1 in-callback
+to-device a d1
+shutdown d1 in-callback
+read a -> violation host-access-while-lost
+)";
+  for (const char *async : {"", "async=1"}) {
+    std::string devices =
+        std::string(async).empty()
+            ? text
+            : std::regex_replace(text, std::regex("(device d[01])"),
+                                 "$1 async=1 max-delay-us=2000");
+    RunResult r = run(devices);
+    EXPECT_TRUE(r.passed()) << async << ": " << r.divergence->toString();
+    EXPECT_EQ(r.labels["issued-in-callback"], 4) << async;
+    EXPECT_EQ(r.labels["shutdown-in-callback"], 1) << async;
+  }
+  // A device that loses an upload issued from inside one of its own
+  // completions fails at the upload's step, and only there.
+  RunResult r = run(text, "mutant:drops-uploads-issued-from-callbacks");
+  ASSERT_TRUE(r.divergence);
+  EXPECT_EQ(r.divergence->step, 7u);
+  EXPECT_EQ(r.divergence->what, "completion callbacks");
+  EXPECT_EQ(r.divergence->observed, "0 call(s)");
+  std::string plain = std::regex_replace(text, std::regex(" in-callback"), "");
+  EXPECT_TRUE(
+      run(plain, "mutant:drops-uploads-issued-from-callbacks").passed());
+}
+
+TEST(Runner, ACommandAfterAViolationIsIssuedByTheScenario) {
+  // The step before has no callback to issue it from: the program goes on.
+  RunResult r = run(R"(device d0
+create a f32 [4] fill=1
+move-construct b a
+to-device a d0 -> violation use-of-moved-from
+to-device b d0 in-callback
+from-device b d0 keep
+)");
+  EXPECT_TRUE(r.passed()) << r.divergence->toString();
+}
+
+/// Uploads issued from inside one of the device's completions, on the thread
+/// delivering it, take half a second before they start.
+class SlowUploadsFromCallbacks final : public fake::FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+  ~SlowUploadsFromCallbacks() override { shutdown(); }
+
+protected:
+  void copyToDevice(DeviceLocation dst, const std::byte *src, uint64_t bytes,
+                    CompletionCallback done) override {
+    if (delivering == this)
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    FakeDevice::copyToDevice(dst, src, bytes, delivered(std::move(done)));
+  }
+  void copyFromDevice(DeviceLocation src, std::byte *dst, uint64_t bytes,
+                      CompletionCallback done) override {
+    FakeDevice::copyFromDevice(src, dst, bytes, delivered(std::move(done)));
+  }
+
+private:
+  static thread_local const SlowUploadsFromCallbacks *delivering;
+  CompletionCallback delivered(CompletionCallback done) {
+    return [this, done = std::move(done)](Error e) {
+      const SlowUploadsFromCallbacks *outer = std::exchange(delivering, this);
+      done(std::move(e));
+      delivering = outer;
+    };
+  }
+};
+thread_local const SlowUploadsFromCallbacks
+    *SlowUploadsFromCallbacks::delivering = nullptr;
+
+TEST(Runner, ACallFromACallbackThatDoesNotReturnIsReportedAtItsStep) {
+  const std::string &backend =
+      testBackend<SlowUploadsFromCallbacks>("test:slow-uploads-from-callbacks");
+  RunResult r = run(R"(device d0 async=1
+create a f32 [4] fill=1
+to-device a d0
+from-device a d0 release
+to-device a d0 in-callback
+)",
+                    backend, "", 200);
+  ASSERT_TRUE(r.divergence);
+  EXPECT_EQ(r.divergence->step, 4u);
+  EXPECT_NE(r.divergence->what.find("made from inside the completion callback"),
+            std::string::npos)
+      << r.divergence->toString();
+  EXPECT_EQ(r.divergence->observed, "still running after 200 ms");
 }
 
 TEST(Runner, AnOperationThatNeverCompletesIsReportedAfterTheTimeout) {

@@ -107,6 +107,61 @@ run n x=a o=b sync -> error DeviceError
             "3:18: expected end of line or '-> OUTCOME', found 'sync'");
 }
 
+TEST(ScenarioText, InCallbackMarksCommandsIssuedFromTheCallbackBefore) {
+  const char *text = R"(device d0
+create a f32 [4] fill=1
+to-device a d0
+from-device a d0 keep in-callback
+from-device a d0 release
+release a d0 in-callback
+create o f32 [4]
+add-network n d0 f32 [4] o=relu(x)
+run n x=a o=o
+shutdown d0 in-callback
+)";
+  Scenario s = parseOk(text);
+  ASSERT_EQ(s.commands.size(), 9u);
+  for (size_t i : {2u, 4u, 8u})
+    EXPECT_TRUE(s.commands[i].inCallback) << "command " << i;
+  EXPECT_FALSE(s.commands[1].inCallback);
+  EXPECT_FALSE(s.commands[2].release);
+  EXPECT_EQ(printScenario(s), text);
+  Scenario plain = s;
+  plain.commands[2].inCallback = false;
+  EXPECT_FALSE(plain == s);
+
+  EXPECT_EQ(parseError("device d0\ncreate a f32 [4]\nto-device a d0\n"
+                       "read a in-callback\n"),
+            "4:8: expected end of line or '-> OUTCOME' ('in-callback' "
+            "follows to-device, from-device, release and shutdown written "
+            "without 'sync' or '&'), found 'in-callback'");
+  EXPECT_EQ(parseError("device d0\ncreate a f32 [4]\nto-device a d0\n"
+                       "from-device a d0 keep sync in-callback\n"),
+            "4:28: expected end of line or '-> OUTCOME' ('in-callback' "
+            "follows to-device, from-device, release and shutdown written "
+            "without 'sync' or '&'), found 'in-callback'");
+  // The command before must call back to a callback of the runner's own,
+  // with no transfer issued with '&' still pending when it is issued.
+  auto problem = [](const std::string &before) {
+    ParseResult r = parseScenario("device d0\ncreate a f32 [4]\n"
+                                  "create b f32 [4]\n" +
+                                  before + "\nto-device a d0 in-callback\n");
+    const ParseError *e = std::get_if<ParseError>(&r);
+    return e ? e->message : std::string("parsed");
+  };
+  EXPECT_EQ(problem("to-device b d0"), "parsed");
+  for (const char *before :
+       {"read b", "to-device b d0 sync", "to-device b d0 &\nread b",
+        "to-device b d0\nfrom-device b d0 keep in-callback"})
+    EXPECT_NE(problem(before).find("which must be a to-device, from-device "
+                                   "or run"),
+              std::string::npos)
+        << before << ": " << problem(before);
+  EXPECT_NE(problem("to-device b d0 &\nfrom-device b d0 keep")
+                .find("is still pending when the command before it"),
+            std::string::npos);
+}
+
 TEST(ScenarioText, CommentsAndBlankLinesAreSkipped) {
   Scenario s = parseOk("# a comment\n\ndevice d0\n  create a u8 [3]\n");
   ASSERT_EQ(s.commands.size(), 1u);

@@ -298,39 +298,112 @@ BackendRegistry::configurationsToTest(const std::string &name,
            p.scope == BackendParameter::Scope::EveryScenario &&
            p.testValues.size() > 1;
   };
+  // Sets \p p to \p value in \p config (whose capabilities are \p caps)
+  // where its testedWith agrees with what is set and it takes no capability
+  // away; returns whether it did.
+  auto trySet = [&](ParameterMap &config, Capabilities &caps,
+                    const BackendParameter &p, const std::string &value) {
+    for (const auto &[key, v] : p.testedWith)
+      if (auto it = config.find(key); it != config.end() && it->second != v)
+        return false;
+    if (auto it = config.find(p.name);
+        it != config.end() && it->second != value)
+      return false;
+    ParameterMap tried = config;
+    tried.insert(p.testedWith.begin(), p.testedWith.end());
+    tried[p.name] = value;
+    Expected<Capabilities> triedCaps = capabilitiesFor(name, tried);
+    if (!triedCaps || takesAway(caps, *triedCaps))
+      return false;
+    config = std::move(tried);
+    caps = *triedCaps;
+    return true;
+  };
+  std::vector<const BackendParameter *> swept;
   size_t rounds = 0;
   for (const BackendParameter &p : find(name)->parameters)
-    if (combined(p))
+    if (combined(p)) {
+      swept.push_back(&p);
       rounds = std::max(rounds, p.testValues.size() - 1);
+    }
   for (size_t r = 0; r < rounds; ++r) {
     ParameterMap config = base;
     Capabilities caps = *checked;
     size_t set = 0;
-    for (const BackendParameter &p : find(name)->parameters) {
-      if (!combined(p))
-        continue;
-      const std::string &value =
-          p.testValues[1 + r % (p.testValues.size() - 1)];
-      bool fits = true;
-      for (const auto &[key, v] : p.testedWith)
-        if (auto it = config.find(key); it != config.end() && it->second != v)
-          fits = false;
-      if (auto it = config.find(p.name);
-          it != config.end() && it->second != value)
-        fits = false;
-      if (!fits)
-        continue;
-      ParameterMap tried = config;
-      tried.insert(p.testedWith.begin(), p.testedWith.end());
-      tried[p.name] = value;
-      Expected<Capabilities> triedCaps = capabilitiesFor(name, tried);
-      if (!triedCaps || takesAway(caps, *triedCaps))
-        continue;
-      config = std::move(tried);
-      caps = *triedCaps;
-      ++set;
-    }
+    for (const BackendParameter *p : swept)
+      set += trySet(config, caps, *p,
+                    p->testValues[1 + r % (p->testValues.size() - 1)]);
     if (set >= 2 && std::find(out.begin(), out.end(), config) == out.end())
+      out.push_back(std::move(config));
+  }
+  // Rounds pair values of the same rank: where two parameters have two or
+  // more non-default values each, most of their pairs meet in no round (a
+  // value that turns a path off meets only the other's value of its rank).
+  // Configurations are added until every pair of non-default values of two
+  // such parameters that can be set together meets in one: each starts
+  // from the first pair still apart and sets every other parameter to the
+  // value that brings the most pairs still apart together.
+  struct Pair {
+    size_t first, firstValue, second, secondValue;
+  };
+  auto sets = [](const ParameterMap &config, const BackendParameter &p,
+                 size_t value) {
+    auto it = config.find(p.name);
+    return it != config.end() && it->second == p.testValues[value];
+  };
+  auto together = [&](const ParameterMap &config, const Pair &pair) {
+    return sets(config, *swept[pair.first], pair.firstValue) &&
+           sets(config, *swept[pair.second], pair.secondValue);
+  };
+  std::vector<Pair> apart;
+  for (size_t i = 0; i < swept.size(); ++i)
+    for (size_t j = i + 1; j < swept.size(); ++j)
+      for (size_t a = 1; a < swept[i]->testValues.size(); ++a)
+        for (size_t b = 1; b < swept[j]->testValues.size(); ++b) {
+          Pair pair{i, a, j, b};
+          if (std::none_of(out.begin(), out.end(), [&](const ParameterMap &c) {
+                return together(c, pair);
+              }))
+            apart.push_back(pair);
+        }
+  while (!apart.empty()) {
+    Pair first = apart.front();
+    ParameterMap config = base;
+    Capabilities caps = *checked;
+    bool made = trySet(config, caps, *swept[first.first],
+                       swept[first.first]->testValues[first.firstValue]) &&
+                trySet(config, caps, *swept[first.second],
+                       swept[first.second]->testValues[first.secondValue]);
+    for (size_t k = 0; made && k < swept.size(); ++k) {
+      if (k == first.first || k == first.second)
+        continue;
+      // The pairs still apart that value v of parameter k would bring
+      // together with what the configuration sets.
+      auto gain = [&](size_t v) {
+        size_t n = 0;
+        for (const Pair &pair : apart)
+          n += (pair.first == k && pair.firstValue == v &&
+                sets(config, *swept[pair.second], pair.secondValue)) ||
+               (pair.second == k && pair.secondValue == v &&
+                sets(config, *swept[pair.first], pair.firstValue));
+        return n;
+      };
+      std::vector<size_t> values;
+      for (size_t v = 1; v < swept[k]->testValues.size(); ++v)
+        values.push_back(v);
+      std::stable_sort(values.begin(), values.end(),
+                       [&](size_t x, size_t y) { return gain(x) > gain(y); });
+      for (size_t v : values)
+        if (trySet(config, caps, *swept[k], swept[k]->testValues[v]))
+          break;
+    }
+    // The first pair goes whether or not it could be set: nothing sets it.
+    apart.erase(apart.begin());
+    if (!made)
+      continue;
+    std::erase_if(apart,
+                  [&](const Pair &pair) { return together(config, pair); });
+    if (std::find(out.begin(), out.end(), config) == out.end())
       out.push_back(std::move(config));
   }
   return out;

@@ -321,6 +321,40 @@ TEST(BackendRegistry, ConfigurationsToTestCoverEveryValueThenCombineThem) {
             std::string::npos);
 }
 
+TEST(BackendRegistry, EveryPairOfNonDefaultValuesMeetsInAConfiguration) {
+  // Two parameters of two non-default values each: the rounds pair values
+  // of the same rank (256 with 1, 64 with 0); the other two pairs get a
+  // configuration each.
+  static const std::string name = [] {
+    BackendInfo b{"basics-test-pairs",
+                  "declares two parameters of three "
+                  "test values",
+                  Capabilities{},
+                  [](const DeviceConfig &) -> std::unique_ptr<DeviceManager> {
+                    return nullptr;
+                  },
+                  true};
+    b.parameters = {
+        BackendParameter::unsignedInRange("page", 4096, 64, 4096, "",
+                                          {256, 64}),
+        BackendParameter::unsignedInRange("every", 8, 0, 8, "", {1, 0})};
+    BackendRegistry::instance().add(b);
+    return b.name;
+  }();
+  auto all = BackendRegistry::instance().configurationsToTest(name);
+  ASSERT_TRUE(all);
+  EXPECT_EQ(*all,
+            (std::vector<ParameterMap>{{},
+                                       {{"page", "256"}},
+                                       {{"page", "64"}},
+                                       {{"every", "1"}},
+                                       {{"every", "0"}},
+                                       {{"every", "1"}, {"page", "256"}},
+                                       {{"every", "0"}, {"page", "64"}},
+                                       {{"every", "0"}, {"page", "256"}},
+                                       {{"every", "1"}, {"page", "64"}}}));
+}
+
 /// A backend with a parameter that matters only with another one set.
 const std::string &dependentBackend() {
   static const std::string name = [] {

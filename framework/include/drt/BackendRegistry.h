@@ -229,8 +229,13 @@ public:
   /// (cycling) where its testedWith agrees with the values already set and
   /// it takes no capability away, kept when it sets two or more and is
   /// not listed already; so code that two non-default values reach only
-  /// together runs too. A testedWith that names an undeclared parameter or
-  /// a bad value is InvalidArgument naming both parameters.
+  /// together runs too. Rounds pair values of the same rank, so last come
+  /// configurations for the pairs of non-default values of two such
+  /// parameters that no configuration sets together (each from the first
+  /// such pair, every other parameter set to the value that brings the most
+  /// of the others together), until every pair that can be set together
+  /// is. A testedWith that names an undeclared parameter or a bad value is
+  /// InvalidArgument naming both parameters.
   Expected<std::vector<ParameterMap>>
   configurationsToTest(const std::string &name,
                        const ParameterMap &fixed = {}) const;

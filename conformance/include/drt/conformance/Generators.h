@@ -121,6 +121,12 @@ struct GeneratorProfile {
   /// sequence and in parallel branches: where a backend completes a
   /// waiting caller's work on the caller's thread, that path is checked too.
   unsigned syncPercent = 25;
+  /// Percent of the to-device, from-device and run commands that wait with
+  /// a callback of the runner's own whose callback issues the next command
+  /// ('in-callback', mostly a transfer of the same tensor, a release or a
+  /// shutdown): a program calling into the device from a completion, on
+  /// the thread the backend calls back on. 0: none.
+  unsigned inCallbackPercent = 0;
   /// Most branches of the parallel block that ends each scenario (0: no
   /// parallel block; else 2 to this many, at most MaxBranches). Each branch
   /// gets a full view of each of up to sharedRecords records the scenario
@@ -276,6 +282,12 @@ struct GeneratorProfile {
   /// these (inclusive).
   std::pair<unsigned, unsigned> pressureBurstAllocations = {257, 600};
 };
+
+/// Gives half the networks (chosen by a hash of the network's name and
+/// outputs) a declared placeholder order other than that of first use, a
+/// permutation drawn from the same hash (Command::declared): the generators
+/// apply it to every add-network they make.
+void declareInAnotherOrder(Command &add);
 
 /// Generates scenarios for one profile on a backend declaring some
 /// capabilities.

@@ -137,6 +137,12 @@ struct Command {
   FaultSpec fault;
   /// add-network: the nodes (placeholders appear in order of first use).
   std::vector<NetworkNode> nodes;
+  /// add-network: the order the function declares its placeholders in, a
+  /// permutation of the nodes' placeholders (text form "declared=o,x,y");
+  /// empty: the order of first use. A backend that takes its run arguments
+  /// or its registers by position in another order than the declared one
+  /// computes over the wrong buffers.
+  std::vector<std::string> declared;
   /// run: placeholder name to tensor name.
   std::vector<std::pair<std::string, std::string>> bindings;
   /// The outcome the step is expected to have.
@@ -153,6 +159,14 @@ struct Command {
   /// the caller's thread (callerWaitsForCompletion), a path of its own that
   /// a command with a callback never takes. Never with noWait.
   bool sync = false;
+  /// to-device, from-device, release and shutdown written with a trailing
+  /// 'in-callback': issued from inside the completion callback of the
+  /// command before it (a to-device, from-device or run with a callback of
+  /// the runner's own), on whatever thread the backend calls back, as a
+  /// program that issues its next transfer from a completion does. Its
+  /// outcome is the one it has in program order, right after that command;
+  /// no state is compared between the two. Never with sync or noWait.
+  bool inCallback = false;
   /// 0 for the scenario's sequential part; 1 to MaxBranches for a command
   /// of the parallel block that ends a scenario (written "|N COMMAND"): each
   /// branch runs on a thread of its own, and the history is checked for
@@ -178,6 +192,19 @@ bool branchCommandKind(CommandKind kind);
 /// through the framework's blocking helpers ('sync').
 bool completesThroughCallback(CommandKind kind);
 
+/// True when a command of kind \p kind may be issued from inside the
+/// completion callback of the command before it ('in-callback'): one that
+/// does not block (to-device, from-device, release, shutdown).
+bool issuableInCallback(CommandKind kind);
+
+/// Why command \p i of \p commands cannot be written 'in-callback' (the
+/// rule validateScenario applies), or "" when it can: it is a to-device,
+/// from-device, release or shutdown of the sequential part, the command
+/// before it completes through a callback of the runner's own (neither
+/// 'sync', '&' nor 'in-callback'), and no transfer issued with '&' is
+/// pending when that one is issued.
+std::string inCallbackProblem(const std::vector<Command> &commands, size_t i);
+
 /// Whether \p c may come while commands issued without waiting ('&') are
 /// pending, \p loneReadBack telling whether the one pending is a
 /// from-device: a shutdown never (what it does to pending work depends on
@@ -202,7 +229,8 @@ std::vector<Placeholder> networkPlaceholders(const std::vector<NetworkNode> &,
 /// as Function::isOutput says of the function it describes).
 bool networkWrites(const std::vector<NetworkNode> &nodes,
                    const std::string &name);
-/// The Function an add-network command describes.
+/// The Function an add-network command describes, its placeholders in the
+/// declared order (Command::declared) or else in order of first use.
 Function networkFunction(const Command &addNetwork);
 
 /// Fill patterns (create fill=P, write, refill). A pattern below
