@@ -2385,6 +2385,9 @@ ScenarioGenerator::generate(ChoiceSource &rng, size_t steps,
     if (s.commands.back().inCallback &&
         !inCallbackProblem(s.commands, s.commands.size() - 1).empty())
       s.commands.back().inCallback = false;
+    // Before the model adds it: runs stage in the declared order.
+    if (s.commands.back().kind == CommandKind::AddNetwork)
+      declareInAnotherOrder(s.commands.back());
     s.commands.back().expect = model.apply(s.commands.back()).outcome;
   }
   if (fanIn && !rng.exhausted())
@@ -2393,9 +2396,6 @@ ScenarioGenerator::generate(ChoiceSource &rng, size_t steps,
     addParallelBlock(
         s, model, rng, steps, sharedRuns, branchTwins,
         [&](ElemKind kind) { return drawing.nodesReadingTwo(kind); });
-  for (Command &c : s.commands)
-    if (c.kind == CommandKind::AddNetwork)
-      declareInAnotherOrder(c);
   return s;
 }
 
@@ -2457,6 +2457,8 @@ void ScenarioGenerator::addParallelBlock(
       records.push_back(t.record);
     }
   auto append = [&](Command c) {
+    if (c.kind == CommandKind::AddNetwork)
+      declareInAnotherOrder(c);
     c.expect = model.apply(c).outcome;
     s.commands.push_back(std::move(c));
   };
@@ -3044,6 +3046,8 @@ void ScenarioGenerator::addFanInBlock(Scenario &s, Model &model,
   if (device.empty())
     return;
   auto append = [&](Command c) {
+    if (c.kind == CommandKind::AddNetwork)
+      declareInAnotherOrder(c);
     c.expect = model.apply(c).outcome;
     s.commands.push_back(std::move(c));
   };
