@@ -340,7 +340,10 @@ struct Observation {
 struct Continuation {
   std::mutex mutex;
   std::condition_variable issued;
-  /// Set once the call that issued it returned (under mutex).
+  /// Set when the step's callback took it to issue (inside the probe's
+  /// observation, so that once the probe is closed it is final), and once
+  /// the call that issued it returned (under mutex).
+  bool claimed = false;
   bool done = false;
   /// Its outcome so far (a violation, an error returned, an exception that
   /// escaped), and the probe of its callback (null for a release or a
@@ -748,6 +751,13 @@ public:
     // DeviceLost) before the tensors it would write into are freed.
     for (const auto &[name, index] : deviceIndex_)
       host_.device(index).shutdown();
+    // A call made from a callback may outlast its step (or a step that
+    // diverged first) and still use the tensors: wait for it (a call that
+    // never returns is reported stuck instead).
+    for (const std::shared_ptr<Continuation> &k : continuations_) {
+      std::unique_lock<std::mutex> lock(k->mutex);
+      k->issued.wait(lock, [&] { return !k->claimed || k->done; });
+    }
     contexts_.clear();
     tensors_.clear();
   }
@@ -829,6 +839,8 @@ public:
     std::shared_ptr<CallbackProbe> probe;
     std::shared_ptr<Continuation> next =
         continuation ? std::make_shared<Continuation>() : nullptr;
+    if (next)
+      continuations_.push_back(next);
     // A transfer issued without waiting completes while later steps change
     // the model and the tensors: its callback records the outcome only.
     Tensor *transferred = nullptr;
@@ -892,6 +904,10 @@ public:
             }
             p->record(std::move(e), [&](const Error &outcome) {
               observed = true;
+              if (next) {
+                std::lock_guard<std::mutex> claim(next->mutex);
+                next->claimed = true;
+              }
               if (!transferred || transferred->isEmpty() ||
                   (recordPending && !outcome.isSuccess()))
                 return;
@@ -2365,6 +2381,9 @@ private:
   bool askDevicesFromCallbacks_;
   /// The command the last step's callback issues, or null.
   std::shared_ptr<Continuation> continuation_;
+  /// Every continuation a step made: the session waits for the calls its
+  /// callbacks claimed before its tensors go.
+  std::vector<std::shared_ptr<Continuation>> continuations_;
   std::set<std::pair<std::string, CommandKind>> askedKinds_;
   std::mutex questionsMutex_;
   std::vector<std::shared_ptr<AccountingQuestion>> questions_;

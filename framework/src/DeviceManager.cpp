@@ -442,6 +442,19 @@ void DeviceManager::transferToDevice(Tensor &tensor,
            });
 }
 
+namespace {
+/// Calls \p done with \p e once \p storage's reference is gone. A move's
+/// upload runs on the thread that completed the read-back from the other
+/// device: a reference that thread kept across the callback could be the
+/// record's last once the program drops its tensors, and would release the
+/// device copy after the program heard of the outcome and went on.
+void callBackWithout(std::shared_ptr<TensorStorage> &storage,
+                     CompletionCallback &done, Error e) {
+  storage.reset();
+  done(std::move(e));
+}
+} // namespace
+
 void DeviceManager::moveHere(std::shared_ptr<TensorStorage> storage,
                              std::optional<DeviceLocation> location,
                              CompletionCallback done) {
@@ -450,24 +463,27 @@ void DeviceManager::moveHere(std::shared_ptr<TensorStorage> storage,
   switch (r.state_) {
   case ResidencyState::Lost:
     lock.unlock();
-    return done(makeError(ErrorCode::DeviceLost,
-                          "transferToDevice of " + storage->describe() +
-                              " to device '" + name() +
-                              "': its device was lost; refill it from the "
-                              "host first"));
+    return callBackWithout(
+        storage, done,
+        makeError(ErrorCode::DeviceLost,
+                  "transferToDevice of " + storage->describe() +
+                      " to device '" + name() +
+                      "': its device was lost; refill it from the host "
+                      "first"));
   case ResidencyState::Device:
   case ResidencyState::Mirrored: {
     if (r.manager_ == this) {
       DeviceLocation current = r.location_;
       lock.unlock();
       if (location && *location != current)
-        return done(makeError(ErrorCode::InvalidArgument,
-                              "transferToDevice of " + storage->describe() +
-                                  ": already resident on device '" + name() +
-                                  "' at " + current.toString() +
-                                  ", cannot take over " +
-                                  location->toString()));
-      return done(Error::success());
+        return callBackWithout(
+            storage, done,
+            makeError(ErrorCode::InvalidArgument,
+                      "transferToDevice of " + storage->describe() +
+                          ": already resident on device '" + name() + "' at " +
+                          current.toString() + ", cannot take over " +
+                          location->toString()));
+      return callBackWithout(storage, done, Error::success());
     }
     DeviceManager *other = r.manager_;
     DeviceLocation old = r.location_;
@@ -486,7 +502,7 @@ void DeviceManager::moveHere(std::shared_ptr<TensorStorage> storage,
                        [this, storage = std::move(storage), location,
                         done = std::move(done)](Error e) mutable {
                          if (e)
-                           return done(std::move(e));
+                           return callBackWithout(storage, done, std::move(e));
                          upload(std::move(storage), location, std::move(done));
                        });
     return;
@@ -501,7 +517,9 @@ void DeviceManager::upload(std::shared_ptr<TensorStorage> storage,
                            std::optional<DeviceLocation> location,
                            CompletionCallback done) {
   if (shutDown_)
-    return done(shutDownError("transferToDevice of " + storage->describe()));
+    return callBackWithout(
+        storage, done,
+        shutDownError("transferToDevice of " + storage->describe()));
   uint64_t bytes = storage->size();
   // Messages name the tensor; its description is built only for them.
   auto what = [&storage] { return storage->describe(); };
@@ -532,14 +550,18 @@ void DeviceManager::upload(std::shared_ptr<TensorStorage> storage,
     // Called back without the lock: the callback may take a record's lock,
     // and a completion holding one takes this one (registerResident).
     if (taken)
-      return done(makeError(ErrorCode::InvalidArgument,
-                            "transferToDevice of " + what() + ": location " +
-                                location->toString() + " on device '" + name() +
-                                "' belongs to another tensor"));
+      return callBackWithout(
+          storage, done,
+          makeError(ErrorCode::InvalidArgument,
+                    "transferToDevice of " + what() + ": location " +
+                        location->toString() + " on device '" + name() +
+                        "' belongs to another tensor"));
     auto refuse = [&](std::string why) {
-      done(makeError(ErrorCode::InvalidArgument,
-                     "transferToDevice of " + what() + ": location " +
-                         location->toString() + std::move(why)));
+      callBackWithout(storage, done,
+                      makeError(ErrorCode::InvalidArgument,
+                                "transferToDevice of " + what() +
+                                    ": location " + location->toString() +
+                                    std::move(why)));
     };
     if (!size)
       return refuse(" is not a live allocation of device '" + name() + "'");
@@ -551,7 +573,7 @@ void DeviceManager::upload(std::shared_ptr<TensorStorage> storage,
   } else {
     Expected<DeviceLocation> fresh = allocate(bytes);
     if (!fresh)
-      return done(fresh.takeError());
+      return callBackWithout(storage, done, fresh.takeError());
     target = *fresh;
     allocated = true;
   }
