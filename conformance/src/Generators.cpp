@@ -2303,6 +2303,23 @@ void declareInAnotherOrder(Command &add) {
     add.declared = std::move(order);
 }
 
+namespace {
+/// Appends \p c to \p s with the outcome \p model predicts, which it
+/// applies: a network first gets its declared order (runs stage in it), and
+/// a command written in-callback whose command before it was not drawn
+/// (commandFitsModel refused it) is issued as the next one instead.
+void appendCommand(Scenario &s, Model &model, Command c) {
+  s.commands.push_back(std::move(c));
+  Command &added = s.commands.back();
+  if (added.inCallback &&
+      !inCallbackProblem(s.commands, s.commands.size() - 1).empty())
+    added.inCallback = false;
+  if (added.kind == CommandKind::AddNetwork)
+    declareInAnotherOrder(added);
+  added.expect = model.apply(added).outcome;
+}
+} // namespace
+
 Scenario
 ScenarioGenerator::generate(uint64_t seed, size_t steps,
                             const std::map<std::string, int> *reached) const {
@@ -2380,15 +2397,7 @@ ScenarioGenerator::generate(ChoiceSource &rng, size_t steps,
     std::optional<Command> c = drawing.next();
     if (!c || !commandFitsModel(*c, model))
       continue;
-    s.commands.push_back(std::move(*c));
-    // The command before it may have been refused (commandFitsModel).
-    if (s.commands.back().inCallback &&
-        !inCallbackProblem(s.commands, s.commands.size() - 1).empty())
-      s.commands.back().inCallback = false;
-    // Before the model adds it: runs stage in the declared order.
-    if (s.commands.back().kind == CommandKind::AddNetwork)
-      declareInAnotherOrder(s.commands.back());
-    s.commands.back().expect = model.apply(s.commands.back()).outcome;
+    appendCommand(s, model, std::move(*c));
   }
   if (fanIn && !rng.exhausted())
     addFanInBlock(s, model, rng, steps);
@@ -2456,12 +2465,7 @@ void ScenarioGenerator::addParallelBlock(
       owners.push_back(name);
       records.push_back(t.record);
     }
-  auto append = [&](Command c) {
-    if (c.kind == CommandKind::AddNetwork)
-      declareInAnotherOrder(c);
-    c.expect = model.apply(c).outcome;
-    s.commands.push_back(std::move(c));
-  };
+  auto append = [&](Command c) { appendCommand(s, model, std::move(c)); };
   // Appends a create of a fresh tensor named after \p base; its name. Often
   // with the fill of the block's last tensor of its type: twins in other
   // branches, which a device that shares the blocks of equal uploads links
@@ -3045,12 +3049,7 @@ void ScenarioGenerator::addFanInBlock(Scenario &s, Model &model,
     }
   if (device.empty())
     return;
-  auto append = [&](Command c) {
-    if (c.kind == CommandKind::AddNetwork)
-      declareInAnotherOrder(c);
-    c.expect = model.apply(c).outcome;
-    s.commands.push_back(std::move(c));
-  };
+  auto append = [&](Command c) { appendCommand(s, model, std::move(c)); };
   // A record large enough that its transfers take a while on any backend.
   Command create;
   create.kind = CommandKind::Create;

@@ -720,34 +720,31 @@ std::vector<PropertyFamily> makeFamilies() {
                  return p;
                },
                {"to-device@Mirrored", "cross-device-move-"}});
-  // Last, so that the properties before it keep their cases and their
-  // order in a --fail-fast run.
-  {
-    PropertyFamily shutdownBeside{
-        "shutdown-beside-transfers",
-        "a device shut down on one thread while another moves records on "
-        "it: every operation completes exactly once, with DeviceLost or "
-        "before the shutdown; the history is checked for linearizability",
-        needsDeviceLoss,
-        [] {
-          GeneratorProfile p = deviceLossProfile();
-          // Every case ends with two branches, one of which shuts a device
-          // down among its commands while the other moves records on it,
-          // in half the cases on devices that hold their operations in
-          // flight. A sequence cannot have it: a shutdown there follows the
-          // work before it. The framework completes the operations it holds
-          // in flight itself; what only such a block shows is an operation
-          // that reaches the backend while the shutdown runs, which the
-          // backend must still complete.
-          p.parallelBranches = 2;
-          p.branchLength = 3;
-          p.branchShutdownPercent = 100;
-          p.slowDevicePercent = 50;
-          return p;
-        },
-        {"parallel-block", "linearized"}};
-    f.push_back(std::move(shutdownBeside));
-  }
+  // The newest properties come last, so that the ones before them keep
+  // their cases and their order in a --fail-fast run.
+  f.push_back(
+      {"shutdown-beside-transfers",
+       "a device shut down on one thread while another moves records on "
+       "it: every operation completes exactly once, with DeviceLost or "
+       "before the shutdown; the history is checked for linearizability",
+       needsDeviceLoss,
+       [] {
+         GeneratorProfile p = deviceLossProfile();
+         // Every case ends with two branches, one of which shuts a device
+         // down among its commands while the other moves records on it,
+         // in half the cases on devices that hold their operations in
+         // flight. A sequence cannot have it: a shutdown there follows the
+         // work before it. The framework completes the operations it holds
+         // in flight itself; what only such a block shows is an operation
+         // that reaches the backend while the shutdown runs, which the
+         // backend must still complete.
+         p.parallelBranches = 2;
+         p.branchLength = 3;
+         p.branchShutdownPercent = 100;
+         p.slowDevicePercent = 50;
+         return p;
+       },
+       {"parallel-block", "linearized"}});
   f.push_back(
       {"calls-from-callbacks",
        "transfers, releases and shutdowns issued from inside the completion "

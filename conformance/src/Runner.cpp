@@ -1074,19 +1074,10 @@ public:
     obs = std::move(k->observation);
     std::shared_ptr<CallbackProbe> probe = std::move(k->probe);
     lock.unlock();
-    if (!probe)
-      return;
-    if (anyAsynchronous())
-      return awaitPending(probe, obs);
     // A synchronous backend called back before the call returned, and no
     // other thread runs a command in the sequence.
-    obs.callbacks = probe->count();
-    probe->close();
-    std::lock_guard<std::mutex> guard(probe->mutex);
-    if (obs.callbacks > 0 && probe->first) {
-      obs.outcome = Outcome::error(probe->first.code());
-      obs.message = probe->first.message();
-    }
+    if (probe)
+      awaitPending(probe, obs, /*calledBack=*/!anyAsynchronous());
   }
 
   /// Tells the session, before a step, whether commands it issued without
@@ -1260,11 +1251,13 @@ public:
 
   /// Waits for the callback of a command issued without waiting (or of a
   /// branch's command) and fills \p obs as execute() does for one that
-  /// waits.
+  /// waits; with \p calledBack, the calls that came are all there are.
   void awaitPending(const std::shared_ptr<CallbackProbe> &probe,
-                    Observation &obs) {
-    obs.callbacks = probe->wait(timeoutMs_, SettledGraceMs,
-                                [this] { return inFlight() == 0; });
+                    Observation &obs, bool calledBack = false) {
+    obs.callbacks = calledBack
+                        ? probe->count()
+                        : probe->wait(timeoutMs_, SettledGraceMs,
+                                      [this] { return inFlight() == 0; });
     probe->close();
     if (obs.callbacks == 0)
       return;
@@ -3321,10 +3314,11 @@ void runInto(const Scenario &scenario, const RunOptions &options,
             return false;
           // The next command is on its way from this one's callback: the
           // state is compared after it.
-          if (!d && continued)
+          if (!d && continued) {
             d = session->callbackChecks(m, c);
-          if (!d && continued)
-            continue;
+            if (!d)
+              continue;
+          }
           if (!d)
             d = session->compareState(m, named, sweep, false);
           if (!d)

@@ -26,15 +26,15 @@ std::vector<Command> simplerCommands(const Command &c, uint64_t smallPattern) {
     change(s);
     // A network's declared order keeps the placeholders its nodes still
     // name (a simpler network names fewer, never new ones).
-    if (!s.declared.empty())
+    if (!s.declared.empty()) {
+      std::vector<Placeholder> named =
+          networkPlaceholders(s.nodes, Type{s.elemKind, {1}});
       std::erase_if(s.declared, [&](const std::string &name) {
-        return std::none_of(s.nodes.begin(), s.nodes.end(),
-                            [&](const NetworkNode &n) {
-                              return n.output == name ||
-                                     std::find(n.inputs.begin(), n.inputs.end(),
-                                               name) != n.inputs.end();
-                            });
+        return std::none_of(
+            named.begin(), named.end(),
+            [&](const Placeholder &p) { return p.name == name; });
       });
+    }
     if (!(s == c))
       out.push_back(std::move(s));
   };

@@ -162,6 +162,30 @@ shutdown d0 in-callback
             std::string::npos);
 }
 
+TEST(ScenarioText, DeclaredListsTheNetworksPlaceholdersInTheirOrder) {
+  const char *text = R"(device d0
+add-network n d0 f32 [4] o=add(x,y) p=relu(o) declared=p,y,o,x
+)";
+  Scenario s = parseOk(text);
+  ASSERT_EQ(s.commands.size(), 1u);
+  EXPECT_EQ(s.commands[0].declared,
+            (std::vector<std::string>{"p", "y", "o", "x"}));
+  EXPECT_EQ(printScenario(s), text);
+  // The function declares them in that order.
+  Function f = networkFunction(s.commands[0]);
+  std::vector<std::string> order;
+  for (const Placeholder &p : f.placeholders())
+    order.push_back(p.name);
+  EXPECT_EQ(order, s.commands[0].declared);
+  EXPECT_EQ(parseError("device d0\nadd-network n d0 f32 [4] o=add(x,y) "
+                       "declared=o,x\n"),
+            "2:1: expected a well-formed scenario: step 1 (add-network): "
+            "declared= lists network 'n''s placeholders, each once (o,x,y)");
+  EXPECT_EQ(parseError("device d0\nadd-network n d0 f32 [4] o=relu(x) "
+                       "declared=o,,x\n"),
+            "2:47: expected a placeholder name, found ''");
+}
+
 TEST(ScenarioText, CommentsAndBlankLinesAreSkipped) {
   Scenario s = parseOk("# a comment\n\ndevice d0\n  create a u8 [3]\n");
   ASSERT_EQ(s.commands.size(), 1u);

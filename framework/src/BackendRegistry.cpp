@@ -388,12 +388,14 @@ BackendRegistry::configurationsToTest(const std::string &name,
                 sets(config, *swept[pair.first], pair.firstValue));
         return n;
       };
-      std::vector<size_t> values;
+      // (gain, value), the most gainful first, the earlier of equals.
+      std::vector<std::pair<size_t, size_t>> values;
       for (size_t v = 1; v < swept[k]->testValues.size(); ++v)
-        values.push_back(v);
-      std::stable_sort(values.begin(), values.end(),
-                       [&](size_t x, size_t y) { return gain(x) > gain(y); });
-      for (size_t v : values)
+        values.emplace_back(gain(v), v);
+      std::stable_sort(
+          values.begin(), values.end(),
+          [](const auto &x, const auto &y) { return x.first > y.first; });
+      for (const auto &[g, v] : values)
         if (trySet(config, caps, *swept[k], swept[k]->testValues[v]))
           break;
     }
