@@ -887,6 +887,23 @@ protected:
   }
 };
 
+/// execute() keeps its arguments in a file of 16 entries: the seventeenth
+/// placeholder on takes the argument 16 places before it, as a launch
+/// whose argument array or register file ends there.
+class ArgumentsInFileOf16 final : public FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+  ~ArgumentsInFileOf16() override { shutdown(); }
+
+protected:
+  void execute(const Function &function, std::vector<RunArgument> arguments,
+               CompletionCallback done) override {
+    for (size_t k = 16; k < arguments.size(); ++k)
+      arguments[k] = arguments[k % 16];
+    FakeDevice::execute(function, std::move(arguments), std::move(done));
+  }
+};
+
 /// allocationSize() reports the physical (rounded-up) size, so a location
 /// from allocateDeviceMemory of exactly a tensor's size is refused.
 class ReportsPhysicalSize final : public FakeDevice {
@@ -932,6 +949,51 @@ protected:
 private:
   mutable std::mutex mutex_;
   uint64_t kept_ = 0;
+};
+
+/// Memory freed while operations are in flight is counted as used until
+/// the device has none in flight, as a device that reclaims a free only
+/// once the work queued before it has run, and counts it until then.
+class CountsFreesBehindPendingWork final : public FakeDevice {
+public:
+  using FakeDevice::FakeDevice;
+  ~CountsFreesBehindPendingWork() override { shutdown(); }
+  uint64_t usedMemory() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return FakeDevice::usedMemory() + unreclaimed().bytes;
+  }
+  size_t liveAllocations() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return FakeDevice::liveAllocations() + unreclaimed().count;
+  }
+
+protected:
+  Error free(DeviceLocation location) override {
+    Expected<uint64_t> size = allocationSize(location);
+    bool behind = operationsInFlight() != 0;
+    Error e = FakeDevice::free(location);
+    if (!e && size && behind) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      unreclaimed_.bytes += *size;
+      ++unreclaimed_.count;
+    }
+    return e;
+  }
+
+private:
+  struct Unreclaimed {
+    uint64_t bytes = 0;
+    size_t count = 0;
+  };
+  /// What is freed and not yet reclaimed; all of it once nothing is in
+  /// flight.
+  const Unreclaimed &unreclaimed() const {
+    if (operationsInFlight() == 0)
+      unreclaimed_ = {};
+    return unreclaimed_;
+  }
+  mutable std::mutex mutex_;
+  mutable Unreclaimed unreclaimed_;
 };
 
 /// The fake backend's entry (its parameters and capabilities) under the
@@ -1042,6 +1104,10 @@ DRT_REGISTER_BACKEND(testBackend<ShutdownDropsLostCompletions>(
     "shutdown-drops-lost-completions",
     "once a shutdown has begun, completions that report DeviceLost are "
     "dropped: the operations it meets in flight never complete"));
+DRT_REGISTER_BACKEND(mutant<CountsFreesBehindPendingWork>(
+    "counts-frees-behind-pending-work",
+    "memory freed while operations are in flight counts in usedMemory() "
+    "and liveAllocations() until none is"));
 DRT_REGISTER_BACKEND(mutant<IgnoresBudget>(
     "ignores-budget", "allocations are not held to the memory budget"));
 DRT_REGISTER_BACKEND(mutant<BudgetCheckedBeforeAllocating>(
@@ -1051,6 +1117,10 @@ DRT_REGISTER_BACKEND(mutant<ArgumentsInOrderOfFirstUse>(
     "arguments-in-order-of-first-use",
     "execute() takes its arguments in the order the nodes first use the "
     "placeholders, not the order the function declares them"));
+DRT_REGISTER_BACKEND(mutant<ArgumentsInFileOf16>(
+    "arguments-in-file-of-16",
+    "execute() holds 16 arguments: the seventeenth placeholder on takes the "
+    "argument 16 places before it"));
 DRT_REGISTER_BACKEND(mutant<IgnoresViewOffsets>(
     "ignores-view-offsets", "execute() ignores its arguments' byte offsets"));
 DRT_REGISTER_BACKEND(mutant<ReportsPhysicalSize>(

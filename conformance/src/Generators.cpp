@@ -98,6 +98,10 @@ public:
       return r;
     if (std::optional<Command> t = twinsCommand())
       return t;
+    if (std::optional<Command> w = wideRunCommand())
+      return w;
+    if (std::optional<Command> v = viewOfPendingOutputCommand())
+      return v;
     if (std::optional<Command> a = anchorCommand())
       return a;
     if (faultWanted_ && faultWantedStepsLeft_ <= 0)
@@ -147,6 +151,12 @@ public:
     else if (p_.syncPercent && c && completesThroughCallback(c->kind) &&
              rng_.percent(p_.syncPercent))
       c->sync = true;
+    // Under budgets of their own, a transfer that frees or allocates when
+    // it completes is waited for: what an allocation after it finds would
+    // depend on whether it had completed yet.
+    if (c && c->noWait && c->kind != CommandKind::Run &&
+        m_.recordWithFixedAccounting(*c) < 0 && anyBudget())
+      c->noWait = false;
     besideRecord_.reset();
     if (c) {
       // Now and then the next command transfers another record, issued
@@ -424,6 +434,24 @@ public:
     if (p_.contentTwinsPercent && steps >= 12 &&
         rng_.percent(p_.contentTwinsPercent))
       twinsAt_ = rng_.below(steps - 9);
+    // A create a placeholder, up to three uploads, the network and its run:
+    // as many placeholders as the scenario has room for.
+    if (p_.wideRunPercent && rng_.percent(p_.wideRunPercent)) {
+      static const std::vector<size_t> Placeholders = {8, 9, 16, 17, 32, 33};
+      std::vector<size_t> fit;
+      for (size_t n : Placeholders)
+        if (n + 5 <= steps)
+          fit.push_back(n);
+      if (!fit.empty()) {
+        wideRunPlaceholders_ = rng_.pick(fit);
+        wideRunAt_ = rng_.below(steps - (wideRunPlaceholders_ + 5) + 1);
+      }
+    }
+    // Two networks, a tensor for each placeholder and its upload, a view,
+    // two runs and a read-back: 24 commands for networks of two nodes.
+    if (p_.viewOfPendingOutputPercent && steps >= 28 &&
+        rng_.percent(p_.viewOfPendingOutputPercent))
+      viewOfPendingAt_ = rng_.below(steps - 27);
     if (!p_.allocationBursts || steps < 2000)
       return;
     reuseAt_ = steps / 10 + rng_.below(steps * 3 / 10);
@@ -476,6 +504,15 @@ private:
       if (auto it = m_.locations().find(name);
           it != m_.locations().end() && !m_.activeLocations().count(name))
         ch_.locations.push_back(&it->first);
+  }
+
+  /// Whether a device holds a budget of its own (not the backend's
+  /// default).
+  bool anyBudget() const {
+    for (const auto &[name, d] : m_.devices())
+      if (d.spec.budget)
+        return true;
+    return false;
   }
 
   bool possible(CommandKind kind) const {
@@ -1733,6 +1770,153 @@ private:
     return takeFirst(twinsPlan_);
   }
 
+  /// A create of a fresh tensor of \p kind and \p dims, with a fill drawn.
+  Command createOf(ElemKind kind, const std::vector<size_t> &dims) {
+    Command create = commandOn(CommandKind::Create, freshTensor(), "");
+    create.elemKind = kind;
+    create.dims = dims;
+    create.pattern = pickPattern();
+    return create;
+  }
+
+  /// The next command of the wide-run plan (GeneratorProfile::
+  /// wideRunPercent), or nullopt.
+  std::optional<Command> wideRunCommand() {
+    if (wideRunAt_ && burstClock_ >= *wideRunAt_) {
+      wideRunAt_.reset();
+      if (!ch_.liveDevices.empty() && m_.placement().size() < 3) {
+        const std::string &dev = *rng_.pick(ch_.liveDevices);
+        Command add = commandOn(CommandKind::AddNetwork,
+                                "wide" + std::to_string(locationCount_++), dev);
+        add.elemKind = pickNetworkKind();
+        add.dims = !p_.shapes.empty() ? rng_.pick(p_.shapes)
+                                      : shapeOf(1 + rng_.below(64));
+        add.nodes = wideNodes(add.elemKind, wideRunPlaceholders_ - 3);
+        Command run = commandOn(CommandKind::Run, add.target, "");
+        for (const Placeholder &p :
+             networkPlaceholders(add.nodes, Type{add.elemKind, add.dims})) {
+          Command create = createOf(add.elemKind, add.dims);
+          run.bindings.emplace_back(p.name, create.target);
+          wideRunPlan_.push_back(create);
+          if (!networkWrites(add.nodes, p.name) && rng_.percent(50))
+            wideRunPlan_.push_back(
+                commandOn(CommandKind::ToDevice, create.target, dev));
+        }
+        wideRunPlan_.push_back(run);
+        return add;
+      }
+    }
+    return takeFirst(wideRunPlan_);
+  }
+
+  /// The next command of the plan of a run reading a view of a pending
+  /// run's output (GeneratorProfile::viewOfPendingOutputPercent), or
+  /// nullopt.
+  std::optional<Command> viewOfPendingOutputCommand() {
+    if (viewOfPendingAt_ && burstClock_ >= *viewOfPendingAt_) {
+      viewOfPendingAt_.reset();
+      if (!ch_.liveDevices.empty() && m_.placement().size() < 2) {
+        const std::string &dev = *rng_.pick(ch_.liveDevices);
+        ElemKind kind = pickNetworkKind();
+        auto count = [](const std::vector<size_t> &dims) {
+          size_t n = 1;
+          for (size_t d : dims)
+            n *= d;
+          return n;
+        };
+        std::vector<size_t> first, second;
+        if (p_.shapes.size() >= 2) {
+          first = rng_.pick(p_.shapes);
+          second = rng_.pick(p_.shapes);
+          if (count(second) > count(first))
+            std::swap(first, second);
+        } else {
+          first = shapeOf(rng_.between(2, 1024));
+          second = shapeOf(rng_.between(1, count(first)));
+        }
+        size_t room = count(first) - count(second);
+        uint64_t offset = room && rng_.percent(70) ? rng_.between(1, room) : 0;
+        std::string id = std::to_string(locationCount_++);
+        Command addFirst =
+            commandOn(CommandKind::AddNetwork, "producer" + id, dev);
+        addFirst.elemKind = kind;
+        addFirst.dims = first;
+        addFirst.nodes = pickNodes(kind);
+        Command addSecond = addFirst;
+        addSecond.target = "consumer" + id;
+        addSecond.dims = second;
+        addSecond.nodes = pickNodes(kind);
+        viewOfPendingPlan_ = {addSecond};
+        // A resident tensor for each placeholder but the one the view
+        // takes: a run joins only records already on its device.
+        auto bind = [&](const Command &add, const std::string *skip) {
+          Command run = commandOn(CommandKind::Run, add.target, "");
+          run.noWait = true;
+          for (const Placeholder &p :
+               networkPlaceholders(add.nodes, Type{kind, add.dims})) {
+            if (skip && p.name == *skip)
+              continue;
+            Command create = createOf(kind, add.dims);
+            run.bindings.emplace_back(p.name, create.target);
+            viewOfPendingPlan_.push_back(create);
+            viewOfPendingPlan_.push_back(
+                commandOn(CommandKind::ToDevice, create.target, dev));
+          }
+          return run;
+        };
+        Command runFirst = bind(addFirst, nullptr);
+        std::optional<std::string> input;
+        for (const Placeholder &p :
+             networkPlaceholders(addSecond.nodes, Type{kind, second}))
+          if (!input && !networkWrites(addSecond.nodes, p.name))
+            input = p.name;
+        Command runSecond = bind(addSecond, input ? &*input : nullptr);
+        Command view = commandOn(CommandKind::View, freshTensor(), "");
+        view.source = runFirst.bindings.back().second;
+        for (const auto &[ph, name] : runFirst.bindings)
+          if (ph == addFirst.nodes.back().output)
+            view.source = name;
+        view.dims = second;
+        view.offset = offset;
+        if (input)
+          runSecond.bindings.emplace_back(*input, view.target);
+        viewOfPendingPlan_.push_back(view);
+        viewOfPendingPlan_.push_back(runFirst);
+        viewOfPendingPlan_.push_back(runSecond);
+        for (const auto &[ph, name] : runSecond.bindings)
+          if (ph == addSecond.nodes.back().output) {
+            Command back = commandOn(CommandKind::FromDevice, name, dev);
+            back.release = false;
+            viewOfPendingPlan_.push_back(back);
+          }
+        return addFirst;
+      }
+    }
+    return takeFirst(viewOfPendingPlan_);
+  }
+
+  /// \p count (at least 3) nodes over inputs x, y and z, the first three
+  /// reading one each, every later one the output before it: every
+  /// placeholder is used, and the last output depends on all of them.
+  std::vector<NetworkNode> wideNodes(ElemKind kind, size_t count) {
+    std::vector<std::string> values = {"x", "y", "z"};
+    std::vector<NetworkNode> nodes;
+    for (size_t i = 0; i < count; ++i) {
+      NetworkNode n;
+      n.op = pickOp(kind, i, i > 0 ? nodes.back().op : OpKind::Copy);
+      n.output = "o" + std::to_string(i);
+      n.inputs.push_back(i < 3 ? values[i] : values.back());
+      if (n.op == OpKind::Add || n.op == OpKind::Mul)
+        n.inputs.push_back(rng_.pick(values));
+      // A factor the network would refuse loses the whole plan.
+      if (n.op == OpKind::Scale)
+        n.factor = 2;
+      nodes.push_back(std::move(n));
+      values.push_back(nodes.back().output);
+    }
+    return nodes;
+  }
+
   /// The size of a burst's allocations on \p dev: that of a record resident
   /// there of at most \p most bytes (its size class), else a small one.
   uint64_t burstBytes(const std::string &dev, uint64_t most) {
@@ -2080,9 +2264,10 @@ private:
       if (defaultBudget)
         left = md.budget() > md.used ? md.budget() - md.used : 0;
       // Exactly what is left only when nothing issued without waiting is
-      // pending: an allocation beside a pending upload may come first
-      // (semantics §3), and then what is left is more than the model says.
-      bool exact = !m_.transfersPending();
+      // pending whose completion changes what is left: an upload moving a
+      // record from another device allocates once its read-back completes,
+      // and a read-back that releases frees then (semantics §3).
+      bool exact = !m_.transfersPending() || m_.pendingAccountingFixed();
       if (reuseBytes_) {
         c.bytes = *reuseBytes_;
       } else if (exact && left && how < 3 && (!defaultBudget || how == 1)) {
@@ -2216,6 +2401,15 @@ private:
   std::optional<size_t> releasedBlockAt_;
   std::optional<size_t> twinsAt_;
   std::vector<Command> twinsPlan_;
+  /// The wide-run plan (wideRunCommand): when it is due, and its commands
+  /// not yet drawn.
+  /// The plan of viewOfPendingOutputCommand: when it is due, and its
+  /// commands not yet drawn.
+  std::optional<size_t> viewOfPendingAt_;
+  std::vector<Command> viewOfPendingPlan_;
+  std::optional<size_t> wideRunAt_;
+  size_t wideRunPlaceholders_ = 0;
+  std::vector<Command> wideRunPlan_;
   std::vector<Command> releasedBlockPlan_;
   /// The next fault's turn among sites and codes, and the next run fault's
   /// among codes (drawn on first use).

@@ -826,6 +826,11 @@ Outcome Model::run(const Command &c, Step &step) {
       r.location.clear();
   }
   step.labels.emplace_back("run-succeeded");
+  // Past the eight and sixteen values a backend's register file or argument
+  // array may hold.
+  if (size_t n = placeholders.size(); n > 8)
+    step.labels.emplace_back(n > 16 ? "run-of-over-16-placeholders"
+                                    : "run-of-over-8-placeholders");
   // How many elements the run covered, in classes where launch grids run
   // out (2^16 blocks, 65535 groups of 64 and the like).
   {
@@ -919,7 +924,11 @@ Outcome Model::ensureOutputs(const Command &c, Step &step) {
 
 ModelStep Model::apply(const Command &c) {
   try {
-    return applyStep(c);
+    bool fixed = c.noWait && recordWithFixedAccounting(c) >= 0 &&
+                 (!issuedWithoutWaiting_ || pendingAccountingFixed_);
+    ModelStep step = applyStep(c);
+    pendingAccountingFixed_ = fixed && step.outcome == Outcome::ok();
+    return step;
   } catch (const ModelFailure &) {
     throw;
   } catch (const std::exception &e) {
@@ -961,7 +970,7 @@ ModelStep Model::applyStep(const Command &c) {
     }
     if (c.kind == CommandKind::Run && networkDevice_.count(c.target)) {
       const std::string &dev = networkDevice_.at(c.target);
-      bool joins = false;
+      bool joins = false, throughView = false;
       for (const auto &[ph, name] : c.bindings) {
         const ModelTensor *t = tensor(name);
         auto pending = t && !t->empty() ? pendingRunRecords_.find(t->record)
@@ -969,10 +978,16 @@ ModelStep Model::applyStep(const Command &c) {
         if (pending == pendingRunRecords_.end() || pending->second != dev)
           continue;
         const ModelRecord &r = records_.at(t->record);
-        joins = joins || (isResident(r) && r.device == dev);
+        bool joined = isResident(r) && r.device == dev;
+        joins = joins || joined;
+        throughView = throughView || (joined && t->bytes() < r.bytes);
       }
       if (joins)
         step.labels.emplace_back("run-joins-pending-run");
+      // Part of a record a pending run holds: a backend that fuses or
+      // forwards the two must honour the view's offset and length.
+      if (throughView)
+        step.labels.emplace_back("run-joins-through-a-partial-view");
     }
   }
   // A network evicted while a run of it is still in flight: the run must
@@ -1324,6 +1339,19 @@ ModelStep Model::applyStep(const Command &c) {
 bool Model::transferPendingOn(const std::string &name) const {
   const ModelTensor *t = tensor(name);
   return t && !t->empty() && pendingRecords_.count(t->record);
+}
+
+int Model::recordWithFixedAccounting(const Command &c) const {
+  const ModelTensor *t = tensor(c.target);
+  if (!t || t->empty())
+    return -1;
+  const ModelRecord &r = records_.at(t->record);
+  bool fixed = false;
+  if (c.kind == CommandKind::ToDevice)
+    fixed = r.state != ResidencyState::Device || r.device == c.device;
+  else if (c.kind == CommandKind::FromDevice)
+    fixed = !c.release || r.state == ResidencyState::Host;
+  return fixed ? t->record : -1;
 }
 
 void Model::teardown() {

@@ -222,6 +222,11 @@ std::vector<PropertyFamily> makeFamilies() {
                  w[K::ToDevice] = 8;
                  GeneratorProfile p = oneDevice(w);
                  p.drawBudgets = true;
+                 // Uploads and read-backs issued without waiting: frees,
+                 // allocations and budgets meet work in flight, where a
+                 // device that reclaims a free only once the work queued
+                 // before it has run still counts it.
+                 p.pipelinePercent = 30;
                  return p;
                },
                {"out-of-memory", "takes-over-location"}});
@@ -245,6 +250,8 @@ std::vector<PropertyFamily> makeFamilies() {
                  // A block freed right after its upload under a run's new
                  // output, in one case in two.
                  p.releasedBlockRunPercent = 50;
+                 // A network of many placeholders, in one case in five.
+                 p.wideRunPercent = 20;
                  // Every code a run or read-back may fail with, in turn.
                  p.faultCodes = {ErrorCode::DeviceError, ErrorCode::OutOfMemory,
                                  ErrorCode::DeviceLost};
@@ -311,6 +318,8 @@ std::vector<PropertyFamily> makeFamilies() {
                  // Each pair of adjacent operations per kind on purpose: a
                  // backend that fuses or reorders nodes shows on one pair.
                  p.coverNodePairs = true;
+                 // A network of many placeholders, in one case in five.
+                 p.wideRunPercent = 20;
                  return p;
                },
                {"run-succeeded"}});
@@ -435,6 +444,9 @@ std::vector<PropertyFamily> makeFamilies() {
          p.shapes = {{64}, {3, 100}};
          p.space.elemKinds = {ElemKind::Float32, ElemKind::Int32};
          p.pipelinePercent = 70;
+         // A run reading, through a view, part of what the run before it
+         // writes, in one case in three.
+         p.viewOfPendingOutputPercent = 35;
          return p;
        },
        {"run-issued-without-waiting", "run-joins-pending-run",

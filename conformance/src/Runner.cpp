@@ -427,6 +427,25 @@ void addTensorsNamedBy(const Command &c, const Model &model,
         add(t);
 }
 
+/// Whether a command of kind \p kind does all its work inside the call:
+/// neither a transfer nor a run (which complete through callbacks), nor a
+/// network's compilation or eviction, a shutdown or a fault.
+bool completesInCall(CommandKind kind) {
+  switch (kind) {
+  case CommandKind::ToDevice:
+  case CommandKind::FromDevice:
+  case CommandKind::Run:
+  case CommandKind::EnsureOutputs:
+  case CommandKind::AddNetwork:
+  case CommandKind::EvictNetwork:
+  case CommandKind::Shutdown:
+  case CommandKind::InjectFault:
+    return false;
+  default:
+    return true;
+  }
+}
+
 /// A step checks every object when the scenario holds at most this many
 /// tensors, and otherwise once every SweepPeriod steps (and after any step
 /// that shuts a device down): long scenarios with many tensors stay linear.
@@ -1278,6 +1297,43 @@ public:
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
 
+  /// Compares device \p spec's accounting (usedMemory, liveAllocations and,
+  /// unless it is shut down, availableMemory) with \p e; \p when, appended
+  /// to the name of what differs, says at what moment it was asked.
+  std::optional<Difference> compareMemory(const DeviceSpec &spec,
+                                          const ModelDevice &e,
+                                          const std::string &when) {
+    DeviceManager &d = device(spec.name);
+    auto what = [&](const char *call) {
+      return std::string(call) + " of device '" + spec.name + "'" + when;
+    };
+    if (uint64_t used = d.usedMemory(); used != e.used)
+      return Difference{what("usedMemory()"), std::to_string(e.used) + " bytes",
+                        std::to_string(used) + " bytes"};
+    if (size_t live = d.liveAllocations(); live != e.live)
+      return Difference{what("liveAllocations()"), std::to_string(e.live),
+                        std::to_string(live)};
+    if (e.shutDown)
+      return std::nullopt;
+    if (uint64_t a = d.availableMemory(); a != e.available())
+      return Difference{what("availableMemory()"),
+                        std::to_string(e.available()) + " bytes",
+                        std::to_string(a) + " bytes"};
+    return std::nullopt;
+  }
+
+  /// Compares every device's accounting with \p model without waiting for
+  /// what is in flight: the caller knows that nothing in flight changes it
+  /// when it completes. \p pending names what is.
+  std::optional<Difference> compareMemoryInFlight(const Model &model,
+                                                  const std::string &pending) {
+    for (const DeviceSpec &spec : scenario_.devices)
+      if (auto d = compareMemory(spec, model.devices().at(spec.name),
+                                 " while " + pending))
+        return d;
+    return std::nullopt;
+  }
+
   /// Compares everything observable after a step with \p model. On a
   /// sweep: every tensor's emptiness, residency state and device, which
   /// tensors share a record, and host contents where the model knows them
@@ -1308,19 +1364,8 @@ public:
         return Difference{"device '" + spec.name + "' shut down",
                           e.shutDown ? "yes" : "no",
                           d.isShutDown() ? "yes" : "no"};
-      if (uint64_t used = d.usedMemory(); used != e.used)
-        return Difference{"usedMemory() of device '" + spec.name + "'",
-                          std::to_string(e.used) + " bytes",
-                          std::to_string(used) + " bytes"};
-      if (size_t live = d.liveAllocations(); live != e.live)
-        return Difference{"liveAllocations() of device '" + spec.name + "'",
-                          std::to_string(e.live), std::to_string(live)};
-      if (e.shutDown)
-        continue;
-      if (uint64_t a = d.availableMemory(); a != e.available())
-        return Difference{"availableMemory() of device '" + spec.name + "'",
-                          std::to_string(e.available()) + " bytes",
-                          std::to_string(a) + " bytes"};
+      if (auto d = compareMemory(spec, e, ""))
+        return d;
     }
     // What the devices and the host manager say of each network ever added:
     // few names, so every step.
@@ -3168,6 +3213,9 @@ void runInto(const Scenario &scenario, const RunOptions &options,
       size_t step;
       std::string command;
       ModelStep predicted;
+      /// The record it moves, when its completion changes no device's
+      /// accounting (Model::recordWithFixedAccounting); else -1.
+      int fixedRecord = -1;
     };
     std::map<Session *, std::vector<Pending>> pending;
     // Waits for every pending command of \p session and checks its outcome
@@ -3193,6 +3241,27 @@ void runInto(const Scenario &scenario, const RunOptions &options,
     // \p only: the one lane a read-back step is for, or all lanes when null.
     std::vector<std::pair<int, ResidencyState>> before;
     std::vector<std::string> named;
+    std::vector<int> actsOn;
+    // What commands issued without waiting are pending, as the name of a
+    // moment ("step 3 and step 5, issued without waiting, pending"), when
+    // there are some and none changes accounting when it completes or acts
+    // on a record of \p actsOn; else nullopt.
+    auto pendingWithFixedAccounting =
+        [](const std::vector<Pending> &waiting,
+           const std::vector<int> &actsOn) -> std::optional<std::string> {
+      if (waiting.empty())
+        return std::nullopt;
+      std::string steps;
+      for (const Pending &p : waiting) {
+        if (p.fixedRecord < 0 || std::find(actsOn.begin(), actsOn.end(),
+                                           p.fixedRecord) != actsOn.end())
+          return std::nullopt;
+        steps +=
+            (steps.empty() ? "step " : " and step ") + std::to_string(p.step);
+      }
+      return steps + ", issued without waiting, " +
+             (waiting.size() == 1 ? "is" : "are") + " pending";
+    };
     auto devicesDown = [](const Model &m) {
       size_t n = 0;
       for (const auto &[name, d] : m.devices())
@@ -3247,7 +3316,17 @@ void runInto(const Scenario &scenario, const RunOptions &options,
         }
         bool recordPending =
             m.transfersPending() && m.transferPendingOn(c.target);
+        int fixedRecord = c.noWait ? m.recordWithFixedAccounting(c) : -1;
+        // The records a command completed inside its call acts on, compared
+        // with those of the transfers still pending.
+        actsOn.clear();
+        if (completesInCall(c.kind))
+          for (const std::string &name : named)
+            if (const ModelTensor *t = m.tensor(name); t && !t->empty())
+              actsOn.push_back(t->record);
         ModelStep predicted = m.apply(c);
+        if (predicted.outcome.kind != Outcome::Kind::Ok)
+          fixedRecord = -1;
         sweep = sweep || devicesDown(m) != down;
         // A run's context as the step left it (the other commands name the
         // same tensors after the step as before it).
@@ -3305,11 +3384,19 @@ void runInto(const Scenario &scenario, const RunOptions &options,
                           traceLine(step, text(), observed, *session));
           // Issued without waiting: checked after the next command that waits.
           if (observed.pending) {
-            pending[session].push_back(
-                {std::move(observed.pending), step, text(), predicted});
+            pending[session].push_back({std::move(observed.pending), step,
+                                        text(), predicted, fixedRecord});
             continue;
           }
           std::optional<Difference> d = compareOutcome(predicted, observed);
+          // Accounting follows program order while transfers are in
+          // flight too: a free counts when it returns, not when the
+          // device's queued work lets it reclaim the memory.
+          if (!d && !c.inCallback && completesInCall(c.kind) &&
+              !lossMayStrike(m))
+            if (std::optional<std::string> while_ =
+                    pendingWithFixedAccounting(pending[session], actsOn))
+              d = session->compareMemoryInFlight(m, *while_);
           if (!d && !drain(session))
             return false;
           // The next command is on its way from this one's callback: the

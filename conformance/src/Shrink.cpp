@@ -114,9 +114,12 @@ std::vector<Command> simplerCommands(const Command &c, uint64_t smallPattern) {
       if (!read)
         with([i](Command &s) { s.nodes.erase(s.nodes.begin() + i); });
     }
-    // Fewer nodes: bypass one, its readers reading its first input instead.
-    for (size_t i = 0; i < c.nodes.size() && c.nodes.size() > 1; ++i)
-      with([i](Command &s) {
+    // Fewer nodes: bypass some, their readers reading their first input
+    // instead; halves of a long network first, then quarters and so on
+    // down to one node, so that a network of 30 nodes does not take 30
+    // rounds of the shrinker.
+    auto bypass = [](Command &s, size_t begin, size_t end) {
+      for (size_t i = end; i-- > begin;) {
         std::string output = s.nodes[i].output;
         std::string input = s.nodes[i].inputs.front();
         s.nodes.erase(s.nodes.begin() + i);
@@ -124,7 +127,12 @@ std::vector<Command> simplerCommands(const Command &c, uint64_t smallPattern) {
           for (std::string &in : n.inputs)
             if (in == output)
               in = input;
-      });
+      }
+    };
+    for (size_t chunk = c.nodes.size() / 2; chunk >= 1; chunk /= 2)
+      for (size_t i = 0; i + chunk <= c.nodes.size() && c.nodes.size() > 1;
+           i += chunk)
+        with([&](Command &s) { bypass(s, i, i + chunk); });
     // Fewer placeholders: an input other than the first one the nodes
     // read reads that one instead.
     auto produced = [&](size_t i, const std::string &name) {
@@ -280,8 +288,14 @@ const Command *sourceOfView(const Scenario &s, size_t i) {
   const Command &view = s.commands[i];
   if (view.kind != CommandKind::View)
     return nullptr;
+  // Commands that only act on the name (a transfer, a write) made nothing.
+  auto makes = [](CommandKind kind) {
+    return kind == CommandKind::Create || kind == CommandKind::View ||
+           kind == CommandKind::Clone || kind == CommandKind::MoveConstruct ||
+           kind == CommandKind::MoveAssign;
+  };
   for (size_t j = i; j-- > 0;)
-    if (s.commands[j].target == view.source)
+    if (s.commands[j].target == view.source && makes(s.commands[j].kind))
       return &s.commands[j];
   return nullptr;
 }
@@ -317,6 +331,19 @@ std::optional<Scenario> viewAsTensor(const Scenario &s, size_t i) {
   create.pattern = made->pattern;
   create.device = made->device;
   return out;
+}
+
+/// \p s without the view made at \p i, its name standing for its source
+/// from there on: a view of the whole of its source (offset 0, the same
+/// shape) reads and writes what the source does. Nothing when command \p i
+/// is no such view.
+std::optional<Scenario> viewAsItsSource(const Scenario &s, size_t i) {
+  const Command *made = sourceOfView(s, i);
+  const Command &view = s.commands[i];
+  if (!made || view.offset != 0 || made->dims != view.dims ||
+      (made->kind != CommandKind::Create && made->kind != CommandKind::View))
+    return std::nullopt;
+  return withoutCommandRenaming(s, i, view.target, view.source);
 }
 
 /// Simpler device lists: fewer devices (when none of the commands names
@@ -473,6 +500,11 @@ shrinkScenario(const Scenario &failing,
           progress = true;
           continue;
         }
+      if (std::optional<Scenario> same = viewAsItsSource(result.scenario, i))
+        if (attempt(*same)) {
+          progress = true;
+          continue;
+        }
       if (std::optional<Scenario> flat = viewOfBase(result.scenario, i))
         if (attempt(*flat)) {
           progress = true;
@@ -502,15 +534,21 @@ shrinkScenario(const Scenario &failing,
       uint64_t ordinal = 1;
       for (size_t j = 0; j < i; ++j)
         ordinal += result.scenario.commands[j].kind == CommandKind::Create;
-      for (const Command &simpler :
-           simplerCommands(result.scenario.commands[i], ordinal)) {
-        if (exhausted() || i >= result.scenario.commands.size())
-          break;
-        Scenario candidate = result.scenario;
-        candidate.commands[i] = simpler;
-        if (attempt(candidate)) {
-          progress = true;
-          break;
+      // Until no simpler version of it fails: a network loses its nodes
+      // in one pass, not one a pass.
+      for (bool simplified = true;
+           simplified && !exhausted() && i < result.scenario.commands.size();) {
+        simplified = false;
+        for (const Command &simpler :
+             simplerCommands(result.scenario.commands[i], ordinal)) {
+          if (exhausted() || i >= result.scenario.commands.size())
+            break;
+          Scenario candidate = result.scenario;
+          candidate.commands[i] = simpler;
+          if (attempt(candidate)) {
+            progress = simplified = true;
+            break;
+          }
         }
       }
     }

@@ -213,3 +213,70 @@ TEST(Shrink, APlannedFaultMovesToTheOperationItStrikes) {
 }
 
 } // namespace
+
+TEST(Shrink, ALongNetworkLosesItsNodesInOnePass) {
+  // The "failure" is a successful run of a network that multiplies: of a
+  // chain of 24 nodes only one mul is needed. Bypassing halves, then
+  // quarters, and simplifying a command until nothing simpler fails takes
+  // the chain down to that node in a few dozen attempts, not one node a
+  // pass over the whole scenario.
+  std::string network = "add-network n0 d0 f32 [4] o0=copy(x)";
+  std::string run = "run n0 x=a o0=t0";
+  std::string creates;
+  for (int i = 1; i < 24; ++i) {
+    std::string in = "o" + std::to_string(i - 1), out = "o" + std::to_string(i);
+    network +=
+        " " + out + "=" + (i == 13 ? "mul(" + in + ",x)" : "relu(" + in + ")");
+    run += " " + out + "=t" + std::to_string(i);
+  }
+  for (int i = 0; i < 24; ++i)
+    creates += "create t" + std::to_string(i) + " f32 [4]\n";
+  std::string text = "device d0\n" + network + "\ncreate a f32 [4] fill=1\n" +
+                     creates + run + "\n";
+  Scenario failing = parsed(text.c_str());
+  auto multiplies = [](const Scenario &s) {
+    for (const Command &c : s.commands)
+      if (c.kind == CommandKind::AddNetwork &&
+          std::none_of(
+              c.nodes.begin(), c.nodes.end(),
+              [](const NetworkNode &n) { return n.op == OpKind::Mul; }))
+        return false;
+    return runSucceeds(s);
+  };
+  ShrinkResult r = shrinkScenario(failing, normalizedOnFake, multiplies);
+  EXPECT_EQ(printScenario(r.scenario),
+            "device d0\n"
+            "add-network n0 d0 f32 [4] o13=mul(x,x)\n"
+            "create a f32 [4] fill=1\n"
+            "create t13 f32 [4]\n"
+            "run n0 x=a o13=t13\n");
+  EXPECT_LT(r.attempts, 400u) << r.attempts << " attempts";
+}
+
+TEST(Shrink, AViewOfAWholeTensorBecomesTheTensor) {
+  // The "failure" is a run that succeeds after a transfer: the view of all
+  // of t, at offset 0 and of t's shape, reads what t does, so the run may
+  // name t itself (the transfer between t's create and the view made
+  // nothing).
+  Scenario failing = parsed("device d0\n"
+                            "add-network n0 d0 f32 [6] o0=copy(x)\n"
+                            "create t f32 [6] fill=1\n"
+                            "create o f32 [6]\n"
+                            "to-device t d0\n"
+                            "view v t [6]\n"
+                            "run n0 x=v o0=o\n");
+  auto transfersAndRuns = [](const Scenario &s) {
+    return runSucceeds(s) &&
+           std::any_of(s.commands.begin(), s.commands.end(),
+                       [](const Command &c) {
+                         return c.kind == CommandKind::ToDevice;
+                       });
+  };
+  ShrinkResult r = shrinkScenario(failing, normalizedOnFake, transfersAndRuns);
+  EXPECT_EQ(printScenario(r.scenario), "device d0\n"
+                                       "add-network n0 d0 f32 [6] o0=copy(x)\n"
+                                       "create t f32 [6] fill=1\n"
+                                       "create o f32 [6]\n"
+                                       "to-device t d0\n"
+                                       "run n0 x=t o0=o\n");
+}

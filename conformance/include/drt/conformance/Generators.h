@@ -276,6 +276,23 @@ struct GeneratorProfile {
   /// blocks of equal uploads (deduplicates) must tell twins that are not
   /// equal apart, and keep each record's bytes its own.
   unsigned contentTwinsPercent = 0;
+  /// Percent of scenarios that, at a random point, add a network of many
+  /// placeholders (8, 9, 16, 17, 32 or 33: either side of a power of two;
+  /// as many as the scenario has room for), make a tensor for each, upload
+  /// half the inputs and run it. A backend
+  /// that holds a run's arguments or a fused kernel's values in a file of
+  /// fixed size shows only past its end.
+  unsigned wideRunPercent = 0;
+  /// Percent of scenarios that, at a random point, make two networks of
+  /// one element kind on one device, the second's shape no larger than the
+  /// first's, upload a tensor for each placeholder of both, run the first
+  /// without waiting, then the second without waiting with its first input
+  /// bound to a view of the first run's last output (at offset 0 or past
+  /// it), and read the second's last output back. The second run joins the
+  /// first on a device that performs runs in order: a backend that fuses
+  /// or forwards a run into the next must honour the view's offset and
+  /// length.
+  unsigned viewOfPendingOutputPercent = 0;
   /// The cycles of a reuse burst, drawn between these (inclusive).
   std::pair<unsigned, unsigned> reuseBurstCycles = {257, 400};
   /// The allocations a pressure burst holds live at once, drawn between
