@@ -209,8 +209,11 @@ public:
             break;
           }
       // A run issued without waiting: the next run often reads or writes
-      // what it holds, a chain a device may run without waiting between.
-      busyRunRecords_.clear();
+      // what it, or a run issued without waiting before it, holds: a chain
+      // a device may run without waiting between, in which a backend that
+      // reorders or fuses runs must keep every read before a later write.
+      if (!c->noWait || c->kind != CommandKind::Run)
+        busyRunRecords_.clear();
       if (c->noWait && c->kind == CommandKind::Run) {
         for (const auto &[ph, name] : c->bindings)
           busyRunRecords_.push_back(m_.tensor(name)->record);
@@ -2319,7 +2322,8 @@ private:
   /// that transfer.
   std::optional<int> besideRecord_;
   bool besideNow_ = false;
-  /// The records bound by the last command, a run issued without waiting.
+  /// The records bound by the runs issued without waiting since the last
+  /// command that was not one.
   std::vector<int> busyRunRecords_;
   /// The size of a block just freed: the next raw allocation takes it.
   std::optional<uint64_t> reuseBytes_;

@@ -3320,7 +3320,7 @@ void runInto(const Scenario &scenario, const RunOptions &options,
         // The records a command completed inside its call acts on, compared
         // with those of the transfers still pending.
         actsOn.clear();
-        if (completesInCall(c.kind))
+        if (m.transfersPending() && completesInCall(c.kind))
           for (const std::string &name : named)
             if (const ModelTensor *t = m.tensor(name); t && !t->empty())
               actsOn.push_back(t->record);
