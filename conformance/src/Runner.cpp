@@ -3243,7 +3243,7 @@ void runInto(const Scenario &scenario, const RunOptions &options,
     std::vector<std::string> named;
     std::vector<int> actsOn;
     // What commands issued without waiting are pending, as the name of a
-    // moment ("step 3 and step 5, issued without waiting, pending"), when
+    // moment ("step 3 and step 5, issued without waiting, are pending"), when
     // there are some and none changes accounting when it completes or acts
     // on a record of \p actsOn; else nullopt.
     auto pendingWithFixedAccounting =

@@ -653,6 +653,31 @@ read a -> violation host-access-while-lost
       run(plain, "mutant:drops-uploads-issued-from-callbacks").passed());
 }
 
+TEST(Runner, AccountingIsComparedWhileUploadsAreInFlight) {
+  // The release comes while the upload of b, issued without waiting, is
+  // still on its way (delays of up to 200 ms): the bytes it frees count
+  // at once, so the runner compares accounting before it waits for b.
+  std::string text = R"(device d0 async=1 max-delay-us=200000
+create a f32 [256] fill=1
+to-device a d0
+create b f32 [64] fill=2
+to-device b d0 &
+release a d0
+)";
+  EXPECT_TRUE(run(text).passed());
+  RunResult r = run(text, "mutant:counts-frees-behind-pending-work");
+  ASSERT_TRUE(r.divergence);
+  EXPECT_EQ(r.divergence->step, 5u);
+  EXPECT_EQ(r.divergence->what, "usedMemory() of device 'd0' while step 4, "
+                                "issued without waiting, is pending");
+  EXPECT_EQ(r.divergence->expected, "256 bytes");
+  EXPECT_EQ(r.divergence->observed, "1280 bytes");
+  // Once it has waited, the device has reclaimed the bytes: the same
+  // release after the upload completes passes on the mutant.
+  std::string waited = std::regex_replace(text, std::regex(" &"), "");
+  EXPECT_TRUE(run(waited, "mutant:counts-frees-behind-pending-work").passed());
+}
+
 TEST(Runner, ACommandAfterAViolationIsIssuedByTheScenario) {
   // The step before has no callback to issue it from: the program goes on.
   RunResult r = run(R"(device d0
