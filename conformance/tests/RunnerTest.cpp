@@ -665,7 +665,7 @@ to-device b d0 &
 release a d0
 )";
   EXPECT_TRUE(run(text).passed());
-  RunResult r = run(text, "mutant:counts-frees-behind-pending-work");
+  RunResult r = run(text, "test:counts-frees-behind-pending-work");
   ASSERT_TRUE(r.divergence);
   EXPECT_EQ(r.divergence->step, 5u);
   EXPECT_EQ(r.divergence->what, "usedMemory() of device 'd0' while step 4, "
@@ -675,7 +675,7 @@ release a d0
   // Once it has waited, the device has reclaimed the bytes: the same
   // release after the upload completes passes on the mutant.
   std::string waited = std::regex_replace(text, std::regex(" &"), "");
-  EXPECT_TRUE(run(waited, "mutant:counts-frees-behind-pending-work").passed());
+  EXPECT_TRUE(run(waited, "test:counts-frees-behind-pending-work").passed());
 }
 
 TEST(Runner, ACommandAfterAViolationIsIssuedByTheScenario) {
