@@ -1821,11 +1821,8 @@ private:
       if (!ch_.liveDevices.empty() && m_.placement().size() < 2) {
         const std::string &dev = *rng_.pick(ch_.liveDevices);
         ElemKind kind = pickNetworkKind();
-        auto count = [](const std::vector<size_t> &dims) {
-          size_t n = 1;
-          for (size_t d : dims)
-            n *= d;
-          return n;
+        auto count = [kind](const std::vector<size_t> &dims) {
+          return Type{kind, dims}.numElements();
         };
         std::vector<size_t> first, second;
         if (p_.shapes.size() >= 2) {
@@ -1875,7 +1872,6 @@ private:
             input = p.name;
         Command runSecond = bind(addSecond, input ? &*input : nullptr);
         Command view = commandOn(CommandKind::View, freshTensor(), "");
-        view.source = runFirst.bindings.back().second;
         for (const auto &[ph, name] : runFirst.bindings)
           if (ph == addFirst.nodes.back().output)
             view.source = name;
@@ -2405,15 +2401,15 @@ private:
   std::optional<size_t> releasedBlockAt_;
   std::optional<size_t> twinsAt_;
   std::vector<Command> twinsPlan_;
-  /// The wide-run plan (wideRunCommand): when it is due, and its commands
-  /// not yet drawn.
+  /// The wide-run plan (wideRunCommand): when it is due, how many
+  /// placeholders, and its commands not yet drawn.
+  std::optional<size_t> wideRunAt_;
+  size_t wideRunPlaceholders_ = 0;
+  std::vector<Command> wideRunPlan_;
   /// The plan of viewOfPendingOutputCommand: when it is due, and its
   /// commands not yet drawn.
   std::optional<size_t> viewOfPendingAt_;
   std::vector<Command> viewOfPendingPlan_;
-  std::optional<size_t> wideRunAt_;
-  size_t wideRunPlaceholders_ = 0;
-  std::vector<Command> wideRunPlan_;
   std::vector<Command> releasedBlockPlan_;
   /// The next fault's turn among sites and codes, and the next run fault's
   /// among codes (drawn on first use).

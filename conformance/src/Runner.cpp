@@ -3213,9 +3213,6 @@ void runInto(const Scenario &scenario, const RunOptions &options,
       size_t step;
       std::string command;
       ModelStep predicted;
-      /// The record it moves, when its completion changes no device's
-      /// accounting (Model::recordWithFixedAccounting); else -1.
-      int fixedRecord = -1;
     };
     std::map<Session *, std::vector<Pending>> pending;
     // Waits for every pending command of \p session and checks its outcome
@@ -3241,24 +3238,14 @@ void runInto(const Scenario &scenario, const RunOptions &options,
     // \p only: the one lane a read-back step is for, or all lanes when null.
     std::vector<std::pair<int, ResidencyState>> before;
     std::vector<std::string> named;
-    std::vector<int> actsOn;
-    // What commands issued without waiting are pending, as the name of a
-    // moment ("step 3 and step 5, issued without waiting, are pending"), when
-    // there are some and none changes accounting when it completes or acts
-    // on a record of \p actsOn; else nullopt.
-    auto pendingWithFixedAccounting =
-        [](const std::vector<Pending> &waiting,
-           const std::vector<int> &actsOn) -> std::optional<std::string> {
-      if (waiting.empty())
-        return std::nullopt;
+    // The commands issued without waiting that \p waiting holds, as the
+    // name of a moment ("step 3 and step 5, issued without waiting, are
+    // pending").
+    auto pendingMoment = [](const std::vector<Pending> &waiting) {
       std::string steps;
-      for (const Pending &p : waiting) {
-        if (p.fixedRecord < 0 || std::find(actsOn.begin(), actsOn.end(),
-                                           p.fixedRecord) != actsOn.end())
-          return std::nullopt;
+      for (const Pending &p : waiting)
         steps +=
             (steps.empty() ? "step " : " and step ") + std::to_string(p.step);
-      }
       return steps + ", issued without waiting, " +
              (waiting.size() == 1 ? "is" : "are") + " pending";
     };
@@ -3316,17 +3303,21 @@ void runInto(const Scenario &scenario, const RunOptions &options,
         }
         bool recordPending =
             m.transfersPending() && m.transferPendingOn(c.target);
-        int fixedRecord = c.noWait ? m.recordWithFixedAccounting(c) : -1;
-        // The records a command completed inside its call acts on, compared
-        // with those of the transfers still pending.
-        actsOn.clear();
-        if (m.transfersPending() && completesInCall(c.kind))
-          for (const std::string &name : named)
-            if (const ModelTensor *t = m.tensor(name); t && !t->empty())
-              actsOn.push_back(t->record);
+        // Accounting follows program order while transfers are in flight
+        // too (a free counts when it returns, not when the device's queued
+        // work lets it reclaim the memory): compared before they are waited
+        // for after a command done inside its call, when none of them
+        // changes accounting by completing and the command acts on none of
+        // their records.
+        bool accountingInFlight =
+            !c.inCallback && completesInCall(c.kind) &&
+            m.pendingAccountingFixed() &&
+            std::none_of(named.begin(), named.end(),
+                         [&](const std::string &name) {
+                           return m.transferPendingOn(name);
+                         });
         ModelStep predicted = m.apply(c);
-        if (predicted.outcome.kind != Outcome::Kind::Ok)
-          fixedRecord = -1;
+        accountingInFlight = accountingInFlight && !lossMayStrike(m);
         sweep = sweep || devicesDown(m) != down;
         // A run's context as the step left it (the other commands name the
         // same tensors after the step as before it).
@@ -3384,19 +3375,14 @@ void runInto(const Scenario &scenario, const RunOptions &options,
                           traceLine(step, text(), observed, *session));
           // Issued without waiting: checked after the next command that waits.
           if (observed.pending) {
-            pending[session].push_back({std::move(observed.pending), step,
-                                        text(), predicted, fixedRecord});
+            pending[session].push_back(
+                {std::move(observed.pending), step, text(), predicted});
             continue;
           }
           std::optional<Difference> d = compareOutcome(predicted, observed);
-          // Accounting follows program order while transfers are in
-          // flight too: a free counts when it returns, not when the
-          // device's queued work lets it reclaim the memory.
-          if (!d && !c.inCallback && completesInCall(c.kind) &&
-              !lossMayStrike(m))
-            if (std::optional<std::string> while_ =
-                    pendingWithFixedAccounting(pending[session], actsOn))
-              d = session->compareMemoryInFlight(m, *while_);
+          if (!d && accountingInFlight && !pending[session].empty())
+            d = session->compareMemoryInFlight(m,
+                                               pendingMoment(pending[session]));
           if (!d && !drain(session))
             return false;
           // The next command is on its way from this one's callback: the
