@@ -153,12 +153,28 @@ public:
       c->sync = true;
     // Under budgets of their own, a transfer that frees or allocates when
     // it completes is waited for: what an allocation after it finds would
-    // depend on whether it had completed yet.
-    if (c && c->noWait && c->kind != CommandKind::Run &&
-        m_.recordWithFixedAccounting(*c) < 0 && anyBudget())
+    // depend on whether it had completed yet. So is every run (scenario
+    // validation, which sees no residency, refuses a run with '&' on a
+    // device with a budget: it may stage host inputs).
+    bool fixed = c && c->noWait && m_.accountingFixedByCompletion(*c);
+    if (c && c->noWait && anyBudget() &&
+        (c->kind == CommandKind::Run || !fixed))
       c->noWait = false;
     besideRecord_.reset();
     if (c) {
+      // Work in flight that changes no accounting by completing: now and
+      // then the next command frees device memory beside it (later plans
+      // below may take the next command for themselves).
+      if (fixed && c->noWait && p_.freeBehindPendingPercent &&
+          rng_.percent(p_.freeBehindPendingPercent)) {
+        std::vector<CommandKind> frees;
+        for (CommandKind k :
+             {CommandKind::Release, CommandKind::Destroy, CommandKind::Free})
+          if (p_.weights.count(k) && possible(k))
+            frees.push_back(k);
+        if (!frees.empty())
+          focus_ = rng_.pick(frees);
+      }
       // Now and then the next command transfers another record, issued
       // without waiting too, so that transfers of different records are in
       // flight together (sharing staging buffers, pool blocks, events): a

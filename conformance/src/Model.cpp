@@ -924,7 +924,7 @@ Outcome Model::ensureOutputs(const Command &c, Step &step) {
 
 ModelStep Model::apply(const Command &c) {
   try {
-    bool fixed = c.noWait && recordWithFixedAccounting(c) >= 0 &&
+    bool fixed = c.noWait && accountingFixedByCompletion(c) &&
                  (!issuedWithoutWaiting_ || pendingAccountingFixed_);
     ModelStep step = applyStep(c);
     pendingAccountingFixed_ = fixed && step.outcome == Outcome::ok();
@@ -1341,17 +1341,28 @@ bool Model::transferPendingOn(const std::string &name) const {
   return t && !t->empty() && pendingRecords_.count(t->record);
 }
 
-int Model::recordWithFixedAccounting(const Command &c) const {
+bool Model::accountingFixedByCompletion(const Command &c) const {
+  if (c.kind == CommandKind::Run) {
+    auto dev = networkDevice_.find(c.target);
+    if (dev == networkDevice_.end() || c.bindings.empty())
+      return false;
+    return std::all_of(c.bindings.begin(), c.bindings.end(), [&](auto &b) {
+      const ModelTensor *t = tensor(b.second);
+      if (!t || t->empty())
+        return false;
+      const ModelRecord &r = records_.at(t->record);
+      return isResident(r) && r.device == dev->second;
+    });
+  }
   const ModelTensor *t = tensor(c.target);
   if (!t || t->empty())
-    return -1;
+    return false;
   const ModelRecord &r = records_.at(t->record);
-  bool fixed = false;
   if (c.kind == CommandKind::ToDevice)
-    fixed = r.state != ResidencyState::Device || r.device == c.device;
-  else if (c.kind == CommandKind::FromDevice)
-    fixed = !c.release || r.state == ResidencyState::Host;
-  return fixed ? t->record : -1;
+    return r.state != ResidencyState::Device || r.device == c.device;
+  if (c.kind == CommandKind::FromDevice)
+    return !c.release || r.state == ResidencyState::Host;
+  return false;
 }
 
 void Model::teardown() {

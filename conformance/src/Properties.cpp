@@ -220,13 +220,16 @@ std::vector<PropertyFamily> makeFamilies() {
                  w[K::Alloc] = 5;
                  w[K::Free] = 4;
                  w[K::ToDevice] = 8;
+                 w[K::AddNetwork] = 2;
+                 w[K::Run] = 4;
                  GeneratorProfile p = oneDevice(w);
                  p.drawBudgets = true;
-                 // Uploads and read-backs issued without waiting: frees,
-                 // allocations and budgets meet work in flight, where a
-                 // device that reclaims a free only once the work queued
+                 // Uploads, read-backs and runs issued without waiting:
+                 // frees, allocations and budgets meet work in flight, where
+                 // a device that reclaims a free only once the work queued
                  // before it has run still counts it.
                  p.pipelinePercent = 30;
+                 p.freeBehindPendingPercent = 50;
                  return p;
                },
                {"out-of-memory", "takes-over-location"}});
@@ -417,6 +420,7 @@ std::vector<PropertyFamily> makeFamilies() {
          p.devices.push_back(device("d1"));
          p.space.elemKinds = {ElemKind::Float32};
          p.pipelinePercent = 60;
+         p.freeBehindPendingPercent = 30;
          return p;
        },
        {"issued-without-waiting", "read-meets-pending-transfer",
@@ -447,6 +451,7 @@ std::vector<PropertyFamily> makeFamilies() {
          // A run reading, through a view, part of what the run before it
          // writes, in one case in three.
          p.viewOfPendingOutputPercent = 35;
+         p.freeBehindPendingPercent = 30;
          return p;
        },
        {"run-issued-without-waiting", "run-joins-pending-run",

@@ -678,6 +678,33 @@ release a d0
   EXPECT_TRUE(run(waited, "test:counts-frees-behind-pending-work").passed());
 }
 
+TEST(Runner, AccountingIsComparedWhileRunsAreInFlight) {
+  // The run, issued without waiting, binds only tensors resident on its
+  // device: it allocates and frees nothing, so the release beside it
+  // counts at once whether it has run yet or not (delays of up to 200 ms).
+  std::string text = R"(device d0 async=1 max-delay-us=200000
+add-network n d0 f32 [16] y=scale(x,2)
+create x f32 [16] fill=1
+create y f32 [16] fill=0
+create a f32 [256] fill=2
+to-device x d0
+to-device y d0
+to-device a d0
+run n x=x y=y &
+release a d0
+)";
+  EXPECT_TRUE(run(text).passed());
+  RunResult r = run(text, "test:counts-frees-behind-pending-runs");
+  ASSERT_TRUE(r.divergence);
+  EXPECT_EQ(r.divergence->step, 9u);
+  EXPECT_EQ(r.divergence->what, "usedMemory() of device 'd0' while step 8, "
+                                "issued without waiting, is pending");
+  EXPECT_EQ(r.divergence->expected, "128 bytes");
+  EXPECT_EQ(r.divergence->observed, "1152 bytes");
+  std::string waited = std::regex_replace(text, std::regex(" &"), "");
+  EXPECT_TRUE(run(waited, "test:counts-frees-behind-pending-runs").passed());
+}
+
 TEST(Runner, ACommandAfterAViolationIsIssuedByTheScenario) {
   // The step before has no callback to issue it from: the program goes on.
   RunResult r = run(R"(device d0

@@ -293,6 +293,13 @@ struct GeneratorProfile {
   /// or forwards a run into the next must honour the view's offset and
   /// length.
   unsigned viewOfPendingOutputPercent = 0;
+  /// Percent of commands issued without waiting, whose completion changes
+  /// no device's accounting (Model::accountingFixedByCompletion), that the
+  /// next command follows with a release, destroy or free while they are
+  /// pending: the runner compares accounting before it waits for them, and
+  /// a device that reclaims a free only once its queued work has run must
+  /// not count it until then (semantics §5).
+  unsigned freeBehindPendingPercent = 0;
   /// The cycles of a reuse burst, drawn between these (inclusive).
   std::pair<unsigned, unsigned> reuseBurstCycles = {257, 400};
   /// The allocations a pressure burst holds live at once, drawn between

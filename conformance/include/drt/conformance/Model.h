@@ -284,21 +284,23 @@ public:
   /// True while such a transfer or run of the record of tensor \p name is
   /// pending.
   bool transferPendingOn(const std::string &name) const;
-  /// The record a transfer \p c moves when, issued without waiting now, it
-  /// changes no device's accounting by completing successfully: an upload
-  /// from the host allocates when it is issued (a transfer waits for a busy
-  /// record before it returns), an upload of a mirror elsewhere drops that
-  /// mirror when it is issued, a transfer to where the record is moves
-  /// nothing, and a read-back that keeps the device copy frees nothing.
-  /// -1 for the others: a move of a record on another device only (the
-  /// upload allocates once the read-back completes), a read-back that
-  /// releases (it frees when it completes), and every other command (a run
-  /// frees the copies of host inputs when it ends).
-  int recordWithFixedAccounting(const Command &c) const;
+  /// Whether \p c, issued without waiting now, changes no device's
+  /// accounting by completing successfully: an upload from the host
+  /// allocates when it is issued (a transfer waits for a busy record before
+  /// it returns), an upload of a mirror elsewhere drops that mirror when it
+  /// is issued, a transfer to where the record is moves nothing, a
+  /// read-back that keeps the device copy frees nothing, and a run whose
+  /// every bound tensor is resident on its device reads its inputs and
+  /// writes its outputs in place, so it allocates and frees nothing. False
+  /// for the others: a move of a record on another device only (the upload
+  /// allocates once the read-back completes), a read-back that releases (it
+  /// frees when it completes), a run that stages a host input (it frees the
+  /// copy when it ends) or allocates an output, and every other command.
+  bool accountingFixedByCompletion(const Command &c) const;
   /// True while transfers issued without waiting are pending and none of
-  /// them changes any device's accounting when it completes (each a
-  /// transfer recordWithFixedAccounting names a record for, with success
-  /// predicted): what each device has left is what the model says.
+  /// them changes any device's accounting when it completes (each one
+  /// accountingFixedByCompletion holds for, with success predicted): what
+  /// each device has left is what the model says.
   bool pendingAccountingFixed() const {
     return issuedWithoutWaiting_ && pendingAccountingFixed_;
   }
@@ -417,7 +419,7 @@ private:
   bool loneReadBackPending_ = false;
   /// Every command issued without waiting since the last one that waits
   /// succeeds and changes no accounting by completing
-  /// (recordWithFixedAccounting).
+  /// (accountingFixedByCompletion).
   bool pendingAccountingFixed_ = false;
   /// Those of runs, each with the device of its run.
   std::map<int, std::string> pendingRunRecords_;
