@@ -951,26 +951,48 @@ private:
   uint64_t kept_ = 0;
 };
 
-/// Memory freed while operations are in flight is counted as used until
-/// the device has none in flight, as a device that reclaims a free only
-/// once the work queued before it has run, and counts it until then. With
-/// \p BehindRunsOnly, only runs count as such work: a device whose copies
-/// are done by the time they return, and whose kernels are queued.
-template <bool BehindRunsOnly>
+/// What a device that reclaims a free only once the work queued before it
+/// has run does with the freed bytes until then, and which work it waits
+/// for.
+enum class Unreclaimed {
+  /// Counted in usedMemory() and liveAllocations(), behind any operation.
+  CountedBehindWork,
+  /// The same, behind runs only: a device whose copies are done by the
+  /// time they return, and whose kernels are queued.
+  CountedBehindRuns,
+  /// Held against the budget only, behind any operation: usedMemory() is
+  /// exact, but an allocation that needs the freed room is refused.
+  HeldAgainstBudget,
+};
+
+/// Memory freed while work is in flight is not reclaimed until the device
+/// has none in flight, and counts until then as \p How says.
+template <Unreclaimed How>
 class CountsFreesBehindPendingWork final : public FakeDevice {
 public:
   using FakeDevice::FakeDevice;
   ~CountsFreesBehindPendingWork() override { shutdown(); }
   uint64_t usedMemory() const override {
     std::lock_guard<std::mutex> lock(mutex_);
-    return FakeDevice::usedMemory() + unreclaimed().bytes;
+    return FakeDevice::usedMemory() + counted().bytes;
   }
   size_t liveAllocations() const override {
     std::lock_guard<std::mutex> lock(mutex_);
-    return FakeDevice::liveAllocations() + unreclaimed().count;
+    return FakeDevice::liveAllocations() + counted().count;
   }
 
 protected:
+  Expected<DeviceLocation> allocate(uint64_t bytes) override {
+    if constexpr (How == Unreclaimed::HeldAgainstBudget) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      uint64_t used = FakeDevice::usedMemory() + unreclaimed().bytes;
+      if (used > maximumMemory() || bytes > maximumMemory() - used)
+        return makeError(ErrorCode::OutOfMemory,
+                         "allocation of " + std::to_string(bytes) +
+                             " bytes with freed memory not yet reclaimed");
+    }
+    return FakeDevice::allocate(bytes);
+  }
   Error free(DeviceLocation location) override {
     Expected<uint64_t> size = allocationSize(location);
     bool behind = workInFlight() != 0;
@@ -993,22 +1015,27 @@ protected:
   }
 
 private:
-  struct Unreclaimed {
+  struct Freed {
     uint64_t bytes = 0;
     size_t count = 0;
   };
   size_t workInFlight() const {
-    return BehindRunsOnly ? runsInFlight_.load() : operationsInFlight();
+    return How == Unreclaimed::CountedBehindRuns ? runsInFlight_.load()
+                                                 : operationsInFlight();
   }
   /// What is freed and not yet reclaimed; all of it once nothing is in
   /// flight.
-  const Unreclaimed &unreclaimed() const {
+  const Freed &unreclaimed() const {
     if (workInFlight() == 0)
       unreclaimed_ = {};
     return unreclaimed_;
   }
+  /// What of it usedMemory() and liveAllocations() count.
+  Freed counted() const {
+    return How == Unreclaimed::HeldAgainstBudget ? Freed{} : unreclaimed();
+  }
   mutable std::mutex mutex_;
-  mutable Unreclaimed unreclaimed_;
+  mutable Freed unreclaimed_;
   std::atomic<size_t> runsInFlight_{0};
 };
 
@@ -1124,16 +1151,25 @@ DRT_REGISTER_BACKEND(testBackend<ShutdownDropsLostCompletions>(
 // upload is still in flight, a window a loaded machine can close (the
 // default run kills it on most seeds; Runner.AccountingIsComparedWhile-
 // UploadsAreInFlight holds the upload 200 ms).
-DRT_REGISTER_BACKEND(testBackend<CountsFreesBehindPendingWork<false>>(
-    "counts-frees-behind-pending-work",
-    "memory freed while operations are in flight counts in usedMemory() "
-    "and liveAllocations() until none is"));
+DRT_REGISTER_BACKEND(
+    testBackend<CountsFreesBehindPendingWork<Unreclaimed::CountedBehindWork>>(
+        "counts-frees-behind-pending-work",
+        "memory freed while operations are in flight counts in usedMemory() "
+        "and liveAllocations() until none is"));
 // Not a self-test either: a free must come while a run issued without
 // waiting is still in flight.
-DRT_REGISTER_BACKEND(testBackend<CountsFreesBehindPendingWork<true>>(
-    "counts-frees-behind-pending-runs",
-    "memory freed while runs are in flight counts in usedMemory() and "
-    "liveAllocations() until none is"));
+DRT_REGISTER_BACKEND(
+    testBackend<CountsFreesBehindPendingWork<Unreclaimed::CountedBehindRuns>>(
+        "counts-frees-behind-pending-runs",
+        "memory freed while runs are in flight counts in usedMemory() and "
+        "liveAllocations() until none is"));
+// Not a self-test either: an allocation must come while a free made beside
+// work in flight waits for it, which only parallel blocks give.
+DRT_REGISTER_BACKEND(
+    testBackend<CountsFreesBehindPendingWork<Unreclaimed::HeldAgainstBudget>>(
+        "budget-holds-frees-behind-pending-work",
+        "memory freed while operations are in flight is held against the "
+        "budget until none is (usedMemory() is exact)"));
 DRT_REGISTER_BACKEND(mutant<IgnoresBudget>(
     "ignores-budget", "allocations are not held to the memory budget"));
 DRT_REGISTER_BACKEND(mutant<BudgetCheckedBeforeAllocating>(

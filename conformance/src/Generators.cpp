@@ -2862,9 +2862,12 @@ void ScenarioGenerator::addParallelBlock(
             b = k;
     targets[b].push_back(owners[i]);
   }
+  // The first and second commands of a branch, where a plan below gives
+  // it some.
+  std::vector<std::optional<Command>> firsts(branches);
+  std::vector<std::optional<Command>> seconds(branches);
   // Two branches that begin with an upload each to a device whose budget
   // fits one of them (GeneratorProfile::contendedBudgetPercent).
-  std::vector<std::optional<Command>> firsts(branches);
   if (profile_.contendedBudgetPercent && !sharedRuns && !shutdownBranch &&
       !faultBranch && rng.percent(profile_.contendedBudgetPercent)) {
     std::vector<std::string> candidates;
@@ -2906,11 +2909,82 @@ void ScenarioGenerator::addParallelBlock(
       }
     }
   }
+  // A release beside another branch's upload, then an upload into the
+  // freed room (GeneratorProfile::freeBesideUploadPercent).
+  if (profile_.freeBesideUploadPercent && !sharedRuns && !shutdownBranch &&
+      !faultBranch &&
+      std::none_of(
+          firsts.begin(), firsts.end(),
+          [](const std::optional<Command> &c) { return c.has_value(); }) &&
+      rng.percent(profile_.freeBesideUploadPercent)) {
+    std::vector<std::string> candidates;
+    for (const std::string &name : liveDevices) {
+      const ModelDevice &d = model.devices().at(name);
+      if (!d.spec.budget && d.traits.capabilities.memoryBudget &&
+          d.peakUsed - d.used <= MaxContendedBytes)
+        candidates.push_back(name);
+    }
+    // Three creates and an upload, then two commands in one branch and one
+    // in another.
+    if (!candidates.empty() && steps >= s.commands.size() + 4 + branches + 1) {
+      std::string device = candidates[rng.below(candidates.size())];
+      uint64_t freedBytes = uint64_t(4) << rng.between(6, 14);
+      std::string freed =
+          create("freed", ElemKind::Float32, {size_t(freedBytes / 4)});
+      Command up;
+      up.kind = CommandKind::ToDevice;
+      up.target = freed;
+      up.device = device;
+      append(up);
+      const ModelDevice &d = model.devices().at(device);
+      // The first upload at least what the device held at its most beyond
+      // what it holds now, so that the budget never refuses what it let
+      // through; the budget leaves less than the freed bytes beyond it.
+      uint64_t besideBytes = std::max<uint64_t>(
+          d.peakUsed - d.used, uint64_t(4) << rng.between(4, 14));
+      besideBytes = (besideBytes + 3) / 4 * 4;
+      uint64_t budget = d.used + besideBytes + rng.below(freedBytes / 2);
+      if (s.commands.back().expect == Outcome::ok() &&
+          (!d.budget() || budget <= d.budget())) {
+        model.setDeviceBudget(device, budget);
+        for (DeviceSpec &spec : s.devices)
+          if (spec.name == device) {
+            spec.budget = budget;
+            spec.parameters.insert(profile_.slowDeviceParameters.begin(),
+                                   profile_.slowDeviceParameters.end());
+          }
+        size_t uploader = rng.below(branches);
+        size_t freer = (uploader + 1 + rng.below(branches - 1)) % branches;
+        Command beside;
+        beside.kind = CommandKind::ToDevice;
+        beside.branch = int(uploader + 1);
+        beside.target =
+            create("beside", ElemKind::Float32, {size_t(besideBytes / 4)});
+        beside.device = device;
+        targets[uploader].push_back(beside.target);
+        firsts[uploader] = std::move(beside);
+        Command release;
+        release.kind = CommandKind::Release;
+        release.branch = int(freer + 1);
+        release.target = freed;
+        release.device = device;
+        firsts[freer] = std::move(release);
+        Command into;
+        into.kind = CommandKind::ToDevice;
+        into.branch = int(freer + 1);
+        into.target =
+            create("into_freed", ElemKind::Float32, {size_t(freedBytes / 4)});
+        into.device = device;
+        targets[freer].push_back(freed);
+        targets[freer].push_back(into.target);
+        seconds[freer] = std::move(into);
+      }
+    }
+  }
   // The device the shutdown takes down while another branch copies a
   // record of tens of MiB to or from it, and destroys the record once the
   // copy has called back (GeneratorProfile::longCopyBesideShutdownPercent).
   std::optional<std::string> shutdownDevice;
-  std::vector<std::optional<Command>> seconds(branches);
   if (shutdownBranch && profile_.longCopyBesideShutdownPercent &&
       !liveDevices.empty() && steps >= s.commands.size() + 3 + branches &&
       rng.percent(profile_.longCopyBesideShutdownPercent)) {

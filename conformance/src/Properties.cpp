@@ -477,6 +477,9 @@ std::vector<PropertyFamily> makeFamilies() {
           p.branchShutdownPercent = 25;
           p.branchFaultPercent = 20;
           p.contendedBudgetPercent = 20;
+          // A release beside another branch's upload, then an upload into
+          // the freed room.
+          p.freeBesideUploadPercent = 15;
           // Runs over the shared records, taking them together on several
           // threads, beside transfers, reads and writes of them.
           p.sharedRunsPercent = 50;
@@ -554,6 +557,7 @@ std::vector<PropertyFamily> makeFamilies() {
           // Two uploads at once that a device's budget fits one of: its
           // allocator's check and its accounting must be one step.
           p.contendedBudgetPercent = 25;
+          p.freeBesideUploadPercent = 20;
           p.branchTwinsPercent = 30;
           p.raceWideningPercent = 50;
           return p;
@@ -1246,7 +1250,7 @@ runPropertyInConfigurations(const PropertyFamily &family,
     std::erase_if(configured.fanInDeviceParameters, cannotHonour);
     // The backend's own ways of holding its operations in flight, in the
     // configurations that leave them unset (and can have them).
-    if (configured.slowDevicePercent)
+    if (configured.slowDevicePercent || configured.freeBesideUploadPercent)
       for (const BackendParameter &p : info->parameters)
         if (!p.holdsOperationsWith.empty() &&
             !configurations[i].count(p.name) &&

@@ -182,6 +182,62 @@ TEST(Generators, ConcurrentRecordsDestroyALongCopysRecordBesideAShutdown) {
   EXPECT_GE(destroyedAfter[CommandKind::FromDevice], 1u);
 }
 
+TEST(Generators, AReleaseBesideAnUploadLeavesRoomInEveryOrderButNotWhileHeld) {
+  // A branch releases a record and then uploads as many bytes while
+  // another branch's upload to the device may be in flight: the budget fits
+  // the three in every order, and the second upload only once the released
+  // bytes no longer count.
+  const PropertyFamily &concurrent = family("concurrent-records");
+  Capabilities caps = fakeCapabilities();
+  ScenarioGenerator generator(concurrent.profile(), caps);
+  size_t blocks = 0;
+  for (uint64_t seed = 0; seed < 400; ++seed) {
+    Scenario s = generator.generate(seed, concurrent.steps);
+    Model model(s.devices, caps, false);
+    std::map<std::string, uint64_t> bytes;
+    size_t first = s.commands.size();
+    for (size_t i = 0; i < s.commands.size(); ++i) {
+      const Command &c = s.commands[i];
+      if (c.branch) {
+        first = i;
+        break;
+      }
+      if (c.kind == CommandKind::Create)
+        bytes[c.target] = 4 * (c.dims.empty() ? 1 : c.dims[0]);
+      model.apply(c);
+    }
+    const Command *release = nullptr, *into = nullptr, *beside = nullptr;
+    for (size_t i = first; i < s.commands.size(); ++i) {
+      const Command &c = s.commands[i];
+      // The plan's commands come first in their branches; the branches'
+      // later commands may name the same tensors.
+      if (!release && c.kind == CommandKind::Release &&
+          c.target.starts_with("freed"))
+        release = &c;
+      if (!into && c.kind == CommandKind::ToDevice &&
+          c.target.starts_with("into_freed"))
+        into = &c;
+      if (!beside && c.kind == CommandKind::ToDevice &&
+          c.target.starts_with("beside"))
+        beside = &c;
+    }
+    if (!release || !into || !beside)
+      continue;
+    ++blocks;
+    EXPECT_EQ(release->branch, into->branch) << "seed " << seed;
+    EXPECT_NE(release->branch, beside->branch) << "seed " << seed;
+    EXPECT_EQ(release->device, into->device) << "seed " << seed;
+    EXPECT_EQ(release->device, beside->device) << "seed " << seed;
+    const ModelDevice &d = model.devices().at(release->device);
+    uint64_t freed = bytes[release->target];
+    uint64_t need = bytes[into->target] + bytes[beside->target];
+    EXPECT_LE(d.used - freed + need, d.budget()) << "seed " << seed;
+    EXPECT_GT(d.used + need, d.budget()) << "seed " << seed;
+    EXPECT_LE(d.used + bytes[beside->target], d.budget()) << "seed " << seed;
+  }
+  EXPECT_GE(blocks, 20u);
+}
+
 TEST(Generators, FaultsArePlannedBesideReadBacksInFlight) {
   // A fault planned while a read-back issued without waiting is in flight,
   // which it must not strike; and a fault planned for the read-back after

@@ -194,6 +194,18 @@ struct GeneratorProfile {
   /// backend that checks its budget and allocates without one lock across
   /// both lets through. 0: none.
   unsigned contendedBudgetPercent = 0;
+  /// Percent of parallel blocks (without shared runs, shutdown or fault,
+  /// and where contendedBudgetPercent drew nothing) in which one branch
+  /// begins with an upload to a device while another releases a record of
+  /// its own there and then uploads as many bytes: the block gives that
+  /// device a budget that fits all three in every order, but not the second
+  /// upload while the released bytes still count, and holds the device's
+  /// operations in flight (slowDeviceParameters, the backend's own
+  /// BackendParameter::holdsOperationsWith, drawn for such blocks too).
+  /// A device that reclaims a free only once the work in flight beside it
+  /// has run must not hold the freed bytes against its budget (semantics
+  /// §5). 0: none.
+  unsigned freeBesideUploadPercent = 0;
   /// Percent of parallel blocks of the fan-in shape (with parallelBranches
   /// of MaxBranches): a fresh record of 256 KiB or 1 MiB is uploaded, then
   /// every branch names it through a view of its own; one branch holds it
