@@ -100,6 +100,8 @@ public:
       return t;
     if (std::optional<Command> w = wideRunCommand())
       return w;
+    if (std::optional<Command> w = writeAfterReadCommand())
+      return w;
     if (std::optional<Command> v = viewOfPendingOutputCommand())
       return v;
     if (std::optional<Command> a = anchorCommand())
@@ -471,6 +473,12 @@ public:
     if (p_.viewOfPendingOutputPercent && steps >= 28 &&
         rng_.percent(p_.viewOfPendingOutputPercent))
       viewOfPendingAt_ = rng_.below(steps - 27);
+    // Two networks, a tensor for each placeholder of three runs and its
+    // upload, the runs and three read-backs: 36 commands for networks of
+    // two nodes.
+    if (p_.writeAfterReadPercent && steps >= 40 &&
+        rng_.percent(p_.writeAfterReadPercent))
+      writeAfterReadAt_ = rng_.below(steps - 39);
     if (!p_.allocationBursts || steps < 2000)
       return;
     reuseAt_ = steps / 10 + rng_.below(steps * 3 / 10);
@@ -1828,11 +1836,97 @@ private:
     return takeFirst(wideRunPlan_);
   }
 
+  /// The next command of the plan of a run that overwrites what a pending
+  /// run reads (GeneratorProfile::writeAfterReadPercent), or nullopt. It
+  /// waits for the plan of viewOfPendingOutputCommand to end, and that plan
+  /// starts only once this one has ended, so that no command of one waits
+  /// between the runs of the other.
+  std::optional<Command> writeAfterReadCommand() {
+    if (writeAfterReadAt_ && burstClock_ >= *writeAfterReadAt_ &&
+        viewOfPendingPlan_.empty()) {
+      writeAfterReadAt_.reset();
+      if (!ch_.liveDevices.empty()) {
+        const std::string &dev = *rng_.pick(ch_.liveDevices);
+        ElemKind kind = pickNetworkKind();
+        std::vector<size_t> dims = p_.shapes.empty()
+                                       ? shapeOf(rng_.between(1, 1024))
+                                       : rng_.pick(p_.shapes);
+        Type type{kind, dims};
+        std::string id = std::to_string(locationCount_++);
+        Command writer = commandOn(CommandKind::AddNetwork, "writer" + id, dev);
+        writer.elemKind = kind;
+        writer.dims = dims;
+        writer.nodes = pickNodes(kind);
+        Command reader = writer;
+        reader.target = "reader" + id;
+        reader.nodes = pickNodes(kind);
+        writeAfterReadPlan_ = {reader};
+        // A run of \p add, its placeholders bound as \p given says and the
+        // others to fresh tensors, made and uploaded now: a run joins only
+        // records already on its device.
+        using Bindings = std::vector<std::pair<std::string, std::string>>;
+        auto bind = [&](const Command &add, const Bindings &given) {
+          Command run = commandOn(CommandKind::Run, add.target, "");
+          run.noWait = true;
+          for (const Placeholder &p : networkPlaceholders(add.nodes, type)) {
+            auto it =
+                std::find_if(given.begin(), given.end(),
+                             [&](const auto &g) { return g.first == p.name; });
+            if (it != given.end()) {
+              run.bindings.push_back(*it);
+              continue;
+            }
+            Command create = createOf(kind, dims);
+            run.bindings.emplace_back(p.name, create.target);
+            writeAfterReadPlan_.push_back(create);
+            writeAfterReadPlan_.push_back(
+                commandOn(CommandKind::ToDevice, create.target, dev));
+          }
+          return run;
+        };
+        auto boundTo = [](const Command &run, const std::string &ph) {
+          for (const auto &[p, name] : run.bindings)
+            if (p == ph)
+              return name;
+          return std::string();
+        };
+        auto firstInput = [&](const Command &add) {
+          for (const Placeholder &p : networkPlaceholders(add.nodes, type))
+            if (!networkWrites(add.nodes, p.name))
+              return p.name;
+          return std::string();
+        };
+        // The first run writes a result, the second reads an input, and the
+        // third reads the first's result and writes the second's input in
+        // place: a backend that fuses the third into the first, or moves it
+        // up, must not move it past the second's read.
+        Command first = bind(writer, {});
+        Command second = bind(reader, {});
+        std::string result = boundTo(first, writer.nodes.back().output);
+        std::string read = boundTo(second, firstInput(reader));
+        Command third = bind(writer, {{firstInput(writer), result},
+                                      {writer.nodes.back().output, read}});
+        writeAfterReadPlan_.push_back(first);
+        writeAfterReadPlan_.push_back(second);
+        writeAfterReadPlan_.push_back(third);
+        for (const std::string &name :
+             {boundTo(second, reader.nodes.back().output), read}) {
+          Command back = commandOn(CommandKind::FromDevice, name, dev);
+          back.release = false;
+          writeAfterReadPlan_.push_back(back);
+        }
+        return writer;
+      }
+    }
+    return takeFirst(writeAfterReadPlan_);
+  }
+
   /// The next command of the plan of a run reading a view of a pending
   /// run's output (GeneratorProfile::viewOfPendingOutputPercent), or
   /// nullopt.
   std::optional<Command> viewOfPendingOutputCommand() {
-    if (viewOfPendingAt_ && burstClock_ >= *viewOfPendingAt_) {
+    if (viewOfPendingAt_ && burstClock_ >= *viewOfPendingAt_ &&
+        writeAfterReadPlan_.empty()) {
       viewOfPendingAt_.reset();
       if (!ch_.liveDevices.empty() && m_.placement().size() < 2) {
         const std::string &dev = *rng_.pick(ch_.liveDevices);
@@ -2426,6 +2520,10 @@ private:
   /// commands not yet drawn.
   std::optional<size_t> viewOfPendingAt_;
   std::vector<Command> viewOfPendingPlan_;
+  /// The plan of writeAfterReadCommand: when it is due, and its commands
+  /// not yet drawn.
+  std::optional<size_t> writeAfterReadAt_;
+  std::vector<Command> writeAfterReadPlan_;
   std::vector<Command> releasedBlockPlan_;
   /// The next fault's turn among sites and codes, and the next run fault's
   /// among codes (drawn on first use).
@@ -2866,10 +2964,10 @@ void ScenarioGenerator::addParallelBlock(
   // it some.
   std::vector<std::optional<Command>> firsts(branches);
   std::vector<std::optional<Command>> seconds(branches);
-  // Two branches that begin with an upload each to a device whose budget
-  // fits one of them (GeneratorProfile::contendedBudgetPercent).
-  if (profile_.contendedBudgetPercent && !sharedRuns && !shutdownBranch &&
-      !faultBranch && rng.percent(profile_.contendedBudgetPercent)) {
+  // The live devices without a budget of their own, whose backend enforces
+  // budgets, that held at most MaxContendedBytes more than they hold now:
+  // the block may give one a budget without changing an earlier outcome.
+  auto budgetable = [&] {
     std::vector<std::string> candidates;
     for (const std::string &name : liveDevices) {
       const ModelDevice &d = model.devices().at(name);
@@ -2877,6 +2975,13 @@ void ScenarioGenerator::addParallelBlock(
           d.peakUsed - d.used <= MaxContendedBytes)
         candidates.push_back(name);
     }
+    return candidates;
+  };
+  // Two branches that begin with an upload each to a device whose budget
+  // fits one of them (GeneratorProfile::contendedBudgetPercent).
+  if (profile_.contendedBudgetPercent && !sharedRuns && !shutdownBranch &&
+      !faultBranch && rng.percent(profile_.contendedBudgetPercent)) {
+    std::vector<std::string> candidates = budgetable();
     // Two creates, then a command per branch at least.
     if (!candidates.empty() && steps >= s.commands.size() + 2 + branches) {
       std::string device = candidates[rng.below(candidates.size())];
@@ -2917,13 +3022,7 @@ void ScenarioGenerator::addParallelBlock(
           firsts.begin(), firsts.end(),
           [](const std::optional<Command> &c) { return c.has_value(); }) &&
       rng.percent(profile_.freeBesideUploadPercent)) {
-    std::vector<std::string> candidates;
-    for (const std::string &name : liveDevices) {
-      const ModelDevice &d = model.devices().at(name);
-      if (!d.spec.budget && d.traits.capabilities.memoryBudget &&
-          d.peakUsed - d.used <= MaxContendedBytes)
-        candidates.push_back(name);
-    }
+    std::vector<std::string> candidates = budgetable();
     // Three creates and an upload, then two commands in one branch and one
     // in another.
     if (!candidates.empty() && steps >= s.commands.size() + 4 + branches + 1) {

@@ -984,6 +984,18 @@ ModelStep Model::applyStep(const Command &c) {
       }
       if (joins)
         step.labels.emplace_back("run-joins-pending-run");
+      // An output in place over what a pending run reads: a backend that
+      // reorders or fuses runs must leave that read first.
+      if (auto net = device(dev).networks.find(c.target);
+          net != device(dev).networks.end())
+        for (const auto &[ph, name] : c.bindings) {
+          const ModelTensor *t = tensor(name);
+          if (t && !t->empty() && pendingRunInputs_.count(t->record) &&
+              networkWrites(net->second.nodes, ph)) {
+            step.labels.emplace_back("run-overwrites-a-pending-runs-input");
+            break;
+          }
+        }
       // Part of a record a pending run holds: a backend that fuses or
       // forwards the two must honour the view's offset and length.
       if (throughView)
@@ -1006,6 +1018,7 @@ ModelStep Model::applyStep(const Command &c) {
     pendingRecords_.clear();
     pendingRunRecords_.clear();
     pendingRunNetworks_.clear();
+    pendingRunInputs_.clear();
   }
   // A run issued without waiting holds busy, and resident where it stays,
   // the records resident on its device before it: the ones a later run
@@ -1322,10 +1335,18 @@ ModelStep Model::applyStep(const Command &c) {
       pendingRecords_.insert(t->record);
       // A transfer waits for the runs before it: what follows meets it.
       pendingRunRecords_.erase(t->record);
+      pendingRunInputs_.erase(t->record);
     }
     if (c.kind == CommandKind::Run && networkDevice_.count(c.target)) {
       step.labels.emplace_back("run-issued-without-waiting");
       pendingRunNetworks_.insert(c.target);
+      const std::string &dev = networkDevice_.at(c.target);
+      if (auto net = device(dev).networks.find(c.target);
+          net != device(dev).networks.end())
+        for (const auto &[ph, name] : c.bindings)
+          if (const ModelTensor *t = tensor(name);
+              t && !t->empty() && !networkWrites(net->second.nodes, ph))
+            pendingRunInputs_.insert(t->record);
       for (const auto &[ph, name] : c.bindings)
         if (const ModelTensor *t = tensor(name); t && !t->empty())
           pendingRecords_.insert(t->record);

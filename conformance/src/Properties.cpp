@@ -451,6 +451,9 @@ std::vector<PropertyFamily> makeFamilies() {
          // A run reading, through a view, part of what the run before it
          // writes, in one case in three.
          p.viewOfPendingOutputPercent = 35;
+         // Three runs, the third overwriting what the second reads, in one
+         // case in four.
+         p.writeAfterReadPercent = 25;
          p.freeBehindPendingPercent = 30;
          return p;
        },

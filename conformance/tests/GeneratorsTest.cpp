@@ -496,4 +496,64 @@ TEST(Generators, RunChainsReadPartOfAPendingRunsOutput) {
   EXPECT_GE(through, 20u);
 }
 
+TEST(Generators, RunChainsOverwriteWhatAPendingRunReads) {
+  // The plan of writeAfterReadPercent: three runs issued without waiting,
+  // the third (of the first's network) reading the first's result and
+  // writing, in place, what the second reads.
+  Capabilities caps = fakeCapabilities();
+  ScenarioGenerator generator(family("run-chains").profile(), caps);
+  size_t chains = 0;
+  for (uint64_t seed = 0; seed < 200; ++seed) {
+    Scenario s = generator.generate(seed, 60);
+    Model model(s.devices, caps, false);
+    std::map<std::string, Command> networks;
+    std::vector<const Command *> runs;
+    for (const Command &c : s.commands) {
+      if (c.kind == CommandKind::AddNetwork)
+        networks[c.target] = c;
+      ModelStep step = model.apply(c);
+      if (c.kind != CommandKind::Run || !c.noWait) {
+        runs.clear();
+        continue;
+      }
+      runs.push_back(&c);
+      if (runs.size() < 3 || !c.target.starts_with("writer"))
+        continue;
+      const Command &first = *runs[runs.size() - 3];
+      const Command &second = *runs[runs.size() - 2];
+      if (first.target != c.target)
+        continue;
+      const Command &writer = networks.at(c.target);
+      auto boundTo = [](const Command &run, const std::string &ph) {
+        for (const auto &[p, name] : run.bindings)
+          if (p == ph)
+            return name;
+        return std::string();
+      };
+      const std::string &out = writer.nodes.back().output;
+      bool readsResult = false, overwritesInput = false;
+      for (const auto &[ph, name] : c.bindings) {
+        readsResult = readsResult || (name == boundTo(first, out) &&
+                                      !networkWrites(writer.nodes, ph));
+        overwritesInput =
+            overwritesInput ||
+            (ph == out &&
+             std::any_of(second.bindings.begin(), second.bindings.end(),
+                         [&](const auto &b) { return b.second == name; }));
+      }
+      bool labelled = false;
+      for (const CoverageLabel &label : step.labels)
+        labelled =
+            labelled || label.text() == "run-overwrites-a-pending-runs-input";
+      // Random runs of the same networks may follow one another too: only
+      // the plan's triples are counted.
+      if (!readsResult || !overwritesInput || !labelled ||
+          step.outcome != Outcome::ok())
+        continue;
+      ++chains;
+    }
+  }
+  EXPECT_GE(chains, 20u);
+}
+
 } // namespace

@@ -305,6 +305,15 @@ struct GeneratorProfile {
   /// or forwards a run into the next must honour the view's offset and
   /// length.
   unsigned viewOfPendingOutputPercent = 0;
+  /// Percent of scenarios that, at a random point, make two networks of
+  /// one type on one device, upload a tensor for each placeholder, and
+  /// issue three runs without waiting: the first writes a result, the
+  /// second reads an input, and the third (of the first network) reads the
+  /// first's result and writes the second's input in place; then read back
+  /// the second's last output and the overwritten input. A backend that
+  /// fuses the third run into the first, or moves it up past the second,
+  /// must see the second's read first (a write after a read).
+  unsigned writeAfterReadPercent = 0;
   /// Percent of commands issued without waiting, whose completion changes
   /// no device's accounting (Model::accountingFixedByCompletion), that the
   /// next command follows with a release, destroy or free while they are

@@ -425,6 +425,8 @@ private:
   std::map<int, std::string> pendingRunRecords_;
   /// The networks of those runs.
   std::set<std::string> pendingRunNetworks_;
+  /// The records those runs read (bound to a placeholder no node writes).
+  std::set<int> pendingRunInputs_;
 };
 
 /// True when \p command names only objects that \p model can act on (tensors
