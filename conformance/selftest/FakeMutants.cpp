@@ -1006,12 +1006,16 @@ protected:
   }
   void execute(const Function &function, std::vector<RunArgument> arguments,
                CompletionCallback done) override {
-    ++runsInFlight_;
-    FakeDevice::execute(function, std::move(arguments),
-                        [this, done = std::move(done)](Error e) {
-                          --runsInFlight_;
-                          done(std::move(e));
-                        });
+    if constexpr (How == Unreclaimed::CountedBehindRuns) {
+      ++runsInFlight_;
+      FakeDevice::execute(function, std::move(arguments),
+                          [this, done = std::move(done)](Error e) {
+                            --runsInFlight_;
+                            done(std::move(e));
+                          });
+    } else {
+      FakeDevice::execute(function, std::move(arguments), std::move(done));
+    }
   }
 
 private:

@@ -1836,6 +1836,51 @@ private:
     return takeFirst(wideRunPlan_);
   }
 
+  using Bindings = std::vector<std::pair<std::string, std::string>>;
+  /// A run of \p add issued without waiting, its placeholders bound as
+  /// \p given says, \p skip left unbound, and the others to fresh tensors
+  /// whose creates and uploads to \p dev go to \p plan: a run joins only
+  /// records already on its device.
+  Command runOnFreshResidents(const Command &add, const std::string &dev,
+                              std::vector<Command> &plan,
+                              const Bindings &given = {},
+                              const std::string &skip = {}) {
+    Command run = commandOn(CommandKind::Run, add.target, "");
+    run.noWait = true;
+    for (const Placeholder &p :
+         networkPlaceholders(add.nodes, Type{add.elemKind, add.dims})) {
+      if (p.name == skip)
+        continue;
+      auto it = std::find_if(given.begin(), given.end(),
+                             [&](const auto &g) { return g.first == p.name; });
+      if (it != given.end()) {
+        run.bindings.push_back(*it);
+        continue;
+      }
+      Command create = createOf(add.elemKind, add.dims);
+      run.bindings.emplace_back(p.name, create.target);
+      plan.push_back(create);
+      plan.push_back(commandOn(CommandKind::ToDevice, create.target, dev));
+    }
+    return run;
+  }
+  /// The tensor \p run binds to placeholder \p ph, or "".
+  static std::string boundTo(const Command &run, const std::string &ph) {
+    for (const auto &[p, name] : run.bindings)
+      if (p == ph)
+        return name;
+    return {};
+  }
+  /// The first placeholder of the network \p add describes that no node
+  /// writes, or "".
+  static std::string firstInput(const Command &add) {
+    for (const Placeholder &p :
+         networkPlaceholders(add.nodes, Type{add.elemKind, add.dims}))
+      if (!networkWrites(add.nodes, p.name))
+        return p.name;
+    return {};
+  }
+
   /// The next command of the plan of a run that overwrites what a pending
   /// run reads (GeneratorProfile::writeAfterReadPercent), or nullopt. It
   /// waits for the plan of viewOfPendingOutputCommand to end, and that plan
@@ -1851,7 +1896,6 @@ private:
         std::vector<size_t> dims = p_.shapes.empty()
                                        ? shapeOf(rng_.between(1, 1024))
                                        : rng_.pick(p_.shapes);
-        Type type{kind, dims};
         std::string id = std::to_string(locationCount_++);
         Command writer = commandOn(CommandKind::AddNetwork, "writer" + id, dev);
         writer.elemKind = kind;
@@ -1861,51 +1905,18 @@ private:
         reader.target = "reader" + id;
         reader.nodes = pickNodes(kind);
         writeAfterReadPlan_ = {reader};
-        // A run of \p add, its placeholders bound as \p given says and the
-        // others to fresh tensors, made and uploaded now: a run joins only
-        // records already on its device.
-        using Bindings = std::vector<std::pair<std::string, std::string>>;
-        auto bind = [&](const Command &add, const Bindings &given) {
-          Command run = commandOn(CommandKind::Run, add.target, "");
-          run.noWait = true;
-          for (const Placeholder &p : networkPlaceholders(add.nodes, type)) {
-            auto it =
-                std::find_if(given.begin(), given.end(),
-                             [&](const auto &g) { return g.first == p.name; });
-            if (it != given.end()) {
-              run.bindings.push_back(*it);
-              continue;
-            }
-            Command create = createOf(kind, dims);
-            run.bindings.emplace_back(p.name, create.target);
-            writeAfterReadPlan_.push_back(create);
-            writeAfterReadPlan_.push_back(
-                commandOn(CommandKind::ToDevice, create.target, dev));
-          }
-          return run;
-        };
-        auto boundTo = [](const Command &run, const std::string &ph) {
-          for (const auto &[p, name] : run.bindings)
-            if (p == ph)
-              return name;
-          return std::string();
-        };
-        auto firstInput = [&](const Command &add) {
-          for (const Placeholder &p : networkPlaceholders(add.nodes, type))
-            if (!networkWrites(add.nodes, p.name))
-              return p.name;
-          return std::string();
-        };
         // The first run writes a result, the second reads an input, and the
         // third reads the first's result and writes the second's input in
         // place: a backend that fuses the third into the first, or moves it
         // up, must not move it past the second's read.
-        Command first = bind(writer, {});
-        Command second = bind(reader, {});
+        auto &plan = writeAfterReadPlan_;
+        Command first = runOnFreshResidents(writer, dev, plan);
+        Command second = runOnFreshResidents(reader, dev, plan);
         std::string result = boundTo(first, writer.nodes.back().output);
         std::string read = boundTo(second, firstInput(reader));
-        Command third = bind(writer, {{firstInput(writer), result},
-                                      {writer.nodes.back().output, read}});
+        Command third = runOnFreshResidents(
+            writer, dev, plan,
+            {{firstInput(writer), result}, {writer.nodes.back().output, read}});
         writeAfterReadPlan_.push_back(first);
         writeAfterReadPlan_.push_back(second);
         writeAfterReadPlan_.push_back(third);
@@ -1958,46 +1969,26 @@ private:
         addSecond.nodes = pickNodes(kind);
         viewOfPendingPlan_ = {addSecond};
         // A resident tensor for each placeholder but the one the view
-        // takes: a run joins only records already on its device.
-        auto bind = [&](const Command &add, const std::string *skip) {
-          Command run = commandOn(CommandKind::Run, add.target, "");
-          run.noWait = true;
-          for (const Placeholder &p :
-               networkPlaceholders(add.nodes, Type{kind, add.dims})) {
-            if (skip && p.name == *skip)
-              continue;
-            Command create = createOf(kind, add.dims);
-            run.bindings.emplace_back(p.name, create.target);
-            viewOfPendingPlan_.push_back(create);
-            viewOfPendingPlan_.push_back(
-                commandOn(CommandKind::ToDevice, create.target, dev));
-          }
-          return run;
-        };
-        Command runFirst = bind(addFirst, nullptr);
-        std::optional<std::string> input;
-        for (const Placeholder &p :
-             networkPlaceholders(addSecond.nodes, Type{kind, second}))
-          if (!input && !networkWrites(addSecond.nodes, p.name))
-            input = p.name;
-        Command runSecond = bind(addSecond, input ? &*input : nullptr);
+        // takes.
+        Command runFirst =
+            runOnFreshResidents(addFirst, dev, viewOfPendingPlan_);
+        std::string input = firstInput(addSecond);
+        Command runSecond =
+            runOnFreshResidents(addSecond, dev, viewOfPendingPlan_, {}, input);
         Command view = commandOn(CommandKind::View, freshTensor(), "");
-        for (const auto &[ph, name] : runFirst.bindings)
-          if (ph == addFirst.nodes.back().output)
-            view.source = name;
+        view.source = boundTo(runFirst, addFirst.nodes.back().output);
         view.dims = second;
         view.offset = offset;
-        if (input)
-          runSecond.bindings.emplace_back(*input, view.target);
+        if (!input.empty())
+          runSecond.bindings.emplace_back(input, view.target);
         viewOfPendingPlan_.push_back(view);
         viewOfPendingPlan_.push_back(runFirst);
         viewOfPendingPlan_.push_back(runSecond);
-        for (const auto &[ph, name] : runSecond.bindings)
-          if (ph == addSecond.nodes.back().output) {
-            Command back = commandOn(CommandKind::FromDevice, name, dev);
-            back.release = false;
-            viewOfPendingPlan_.push_back(back);
-          }
+        Command back =
+            commandOn(CommandKind::FromDevice,
+                      boundTo(runSecond, addSecond.nodes.back().output), dev);
+        back.release = false;
+        viewOfPendingPlan_.push_back(back);
         return addFirst;
       }
     }
@@ -2977,6 +2968,27 @@ void ScenarioGenerator::addParallelBlock(
     }
     return candidates;
   };
+  // Gives \p device the budget \p budget from the scenario's start, in the
+  // model and in its declaration, with \p parameters besides.
+  auto giveBudget = [&](const std::string &device, uint64_t budget,
+                        const std::map<std::string, std::string> &parameters) {
+    model.setDeviceBudget(device, budget);
+    for (DeviceSpec &spec : s.devices)
+      if (spec.name == device) {
+        spec.budget = budget;
+        spec.parameters.insert(parameters.begin(), parameters.end());
+      }
+  };
+  // A command of branch \p b (counted from 0) on \p target and \p device.
+  auto inBranch = [](CommandKind kind, size_t b, std::string target,
+                     std::string device) {
+    Command c;
+    c.kind = kind;
+    c.branch = int(b + 1);
+    c.target = std::move(target);
+    c.device = std::move(device);
+    return c;
+  };
   // Two branches that begin with an upload each to a device whose budget
   // fits one of them (GeneratorProfile::contendedBudgetPercent).
   if (profile_.contendedBudgetPercent && !sharedRuns && !shutdownBranch &&
@@ -2993,10 +3005,7 @@ void ScenarioGenerator::addParallelBlock(
       bytes = (bytes + 3) / 4 * 4;
       uint64_t budget = d.used + bytes + rng.below(bytes);
       if (!d.budget() || budget <= d.budget()) {
-        model.setDeviceBudget(device, budget);
-        for (DeviceSpec &spec : s.devices)
-          if (spec.name == device)
-            spec.budget = budget;
+        giveBudget(device, budget, {});
         size_t first = rng.below(branches);
         size_t second = (first + 1 + rng.below(branches - 1)) % branches;
         for (size_t b : {first, second}) {
@@ -3045,38 +3054,20 @@ void ScenarioGenerator::addParallelBlock(
       uint64_t budget = d.used + besideBytes + rng.below(freedBytes / 2);
       if (s.commands.back().expect == Outcome::ok() &&
           (!d.budget() || budget <= d.budget())) {
-        model.setDeviceBudget(device, budget);
-        for (DeviceSpec &spec : s.devices)
-          if (spec.name == device) {
-            spec.budget = budget;
-            spec.parameters.insert(profile_.slowDeviceParameters.begin(),
-                                   profile_.slowDeviceParameters.end());
-          }
+        giveBudget(device, budget, profile_.slowDeviceParameters);
         size_t uploader = rng.below(branches);
         size_t freer = (uploader + 1 + rng.below(branches - 1)) % branches;
-        Command beside;
-        beside.kind = CommandKind::ToDevice;
-        beside.branch = int(uploader + 1);
-        beside.target =
+        std::string beside =
             create("beside", ElemKind::Float32, {size_t(besideBytes / 4)});
-        beside.device = device;
-        targets[uploader].push_back(beside.target);
-        firsts[uploader] = std::move(beside);
-        Command release;
-        release.kind = CommandKind::Release;
-        release.branch = int(freer + 1);
-        release.target = freed;
-        release.device = device;
-        firsts[freer] = std::move(release);
-        Command into;
-        into.kind = CommandKind::ToDevice;
-        into.branch = int(freer + 1);
-        into.target =
+        targets[uploader].push_back(beside);
+        firsts[uploader] =
+            inBranch(CommandKind::ToDevice, uploader, beside, device);
+        firsts[freer] = inBranch(CommandKind::Release, freer, freed, device);
+        std::string into =
             create("into_freed", ElemKind::Float32, {size_t(freedBytes / 4)});
-        into.device = device;
         targets[freer].push_back(freed);
-        targets[freer].push_back(into.target);
-        seconds[freer] = std::move(into);
+        targets[freer].push_back(into);
+        seconds[freer] = inBranch(CommandKind::ToDevice, freer, into, device);
       }
     }
   }

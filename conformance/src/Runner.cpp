@@ -3303,12 +3303,12 @@ void runInto(const Scenario &scenario, const RunOptions &options,
         }
         bool recordPending =
             m.transfersPending() && m.transferPendingOn(c.target);
-        // Accounting follows program order while transfers are in flight
-        // too (a free counts when it returns, not when the device's queued
-        // work lets it reclaim the memory): compared before they are waited
-        // for after a command done inside its call, when none of them
-        // changes accounting by completing and the command acts on none of
-        // their records.
+        // Accounting follows program order while transfers and runs are in
+        // flight too (a free counts when it returns, not when the device's
+        // queued work lets it reclaim the memory): compared before they are
+        // waited for after a command done inside its call, when none of
+        // them changes accounting by completing and the command acts on
+        // none of their records.
         bool accountingInFlight =
             !c.inCallback && completesInCall(c.kind) &&
             m.pendingAccountingFixed() &&
