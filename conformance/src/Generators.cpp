@@ -468,11 +468,12 @@ public:
         wideRunAt_ = rng_.below(steps - (wideRunPlaceholders_ + 5) + 1);
       }
     }
-    // Two networks, a tensor for each placeholder and its upload, a view,
-    // two runs and a read-back: 24 commands for networks of two nodes.
-    if (p_.viewOfPendingOutputPercent && steps >= 28 &&
+    // Two networks, a tensor for each placeholder and its upload, a tensor
+    // read back while the runs are issued, a view, two runs and a
+    // read-back: 27 commands for networks of two nodes.
+    if (p_.viewOfPendingOutputPercent && steps >= 31 &&
         rng_.percent(p_.viewOfPendingOutputPercent))
-      viewOfPendingAt_ = rng_.below(steps - 27);
+      viewOfPendingAt_ = rng_.below(steps - 30);
     // Two networks, a tensor for each placeholder of three runs and its
     // upload, the runs and three read-backs: 36 commands for networks of
     // two nodes.
@@ -1946,17 +1947,33 @@ private:
           return Type{kind, dims}.numElements();
         };
         std::vector<size_t> first, second;
-        if (p_.shapes.size() >= 2) {
+        if (p_.shapes.size() >= 2 && rng_.percent(50)) {
           first = rng_.pick(p_.shapes);
           second = rng_.pick(p_.shapes);
           if (count(second) > count(first))
             std::swap(first, second);
         } else {
-          first = shapeOf(rng_.between(2, 1024));
+          // An output from the size classes, up to several of the pieces
+          // (a kilobyte, 64 KiB) a backend may split a run into, so that a
+          // view's bytes may lie pieces away from its element offset; room
+          // for the tensors of both networks.
+          size_t size = elemSize(kind);
+          uint64_t live = p_.space.maxLiveBytes > ch_.liveBytes
+                              ? p_.space.maxLiveBytes - ch_.liveBytes
+                              : 0;
+          uint64_t most = std::max<uint64_t>(
+              std::min<uint64_t>(live / 8, 256 * 1024), 2 * size);
+          uint64_t least = most >= 4096 && rng_.percent(50) ? 4096 : 0;
+          first = shapeOf(
+              std::max<uint64_t>(pickBytes(size, most, least) / size, 2));
           second = shapeOf(rng_.between(1, count(first)));
         }
         size_t room = count(first) - count(second);
-        uint64_t offset = room && rng_.percent(70) ? rng_.between(1, room) : 0;
+        // Often at the very end of the output, as far from the start as the
+        // view can be.
+        uint64_t offset = 0;
+        if (room && rng_.percent(70))
+          offset = rng_.percent(30) ? room : rng_.between(1, room);
         std::string id = std::to_string(locationCount_++);
         Command addFirst =
             commandOn(CommandKind::AddNetwork, "producer" + id, dev);
@@ -1981,6 +1998,20 @@ private:
         view.offset = offset;
         if (!input.empty())
           runSecond.bindings.emplace_back(input, view.target);
+        // Half the time behind a read-back of a tensor of their own still in
+        // flight: a device that spreads work over several queues then has
+        // one busy, and the pieces of the two runs there wait while the
+        // others' go ahead.
+        if (rng_.percent(50)) {
+          Command busy = createOf(kind, second);
+          Command back = commandOn(CommandKind::FromDevice, busy.target, dev);
+          back.release = false;
+          back.noWait = true;
+          viewOfPendingPlan_.push_back(busy);
+          viewOfPendingPlan_.push_back(
+              commandOn(CommandKind::ToDevice, busy.target, dev));
+          viewOfPendingPlan_.push_back(back);
+        }
         viewOfPendingPlan_.push_back(view);
         viewOfPendingPlan_.push_back(runFirst);
         viewOfPendingPlan_.push_back(runSecond);

@@ -496,6 +496,35 @@ TEST(Generators, RunChainsReadPartOfAPendingRunsOutput) {
   EXPECT_GE(through, 20u);
 }
 
+TEST(Generators, RunChainsViewPendingOutputsPiecesAwayBehindWorkInFlight) {
+  // The plan of viewOfPendingOutputPercent draws outputs of several
+  // kilobytes too, with views whose bytes lie a kilobyte or more past their
+  // element offset (a backend that splits work into pieces and takes one
+  // for the other orders the wrong pieces), and issues the runs half the
+  // time behind a read-back in flight.
+  Capabilities caps = fakeCapabilities();
+  ScenarioGenerator generator(family("run-chains").profile(), caps);
+  size_t farViews = 0, behindReadBacks = 0;
+  for (uint64_t seed = 0; seed < 300; ++seed) {
+    Scenario s = generator.generate(seed, 40);
+    Model model(s.devices, caps, false);
+    const Command *before = nullptr;
+    for (const Command &c : s.commands) {
+      model.apply(c);
+      if (c.kind == CommandKind::View && model.tensor(c.target) &&
+          !model.tensor(c.target)->empty()) {
+        uint64_t bytes = model.tensor(c.target)->offsetBytes;
+        farViews += bytes >= c.offset + 1024;
+        behindReadBacks += before && before->kind == CommandKind::FromDevice &&
+                           before->noWait && !before->release;
+      }
+      before = &c;
+    }
+  }
+  EXPECT_GE(farViews, 15u);
+  EXPECT_GE(behindReadBacks, 15u);
+}
+
 TEST(Generators, RunChainsOverwriteWhatAPendingRunReads) {
   // The plan of writeAfterReadPercent: three runs issued without waiting,
   // the third (of the first's network) reading the first's result and

@@ -53,7 +53,10 @@ struct Capabilities {
   bool residentTensors = true;
   /// Completions may arrive on another thread after the call returns.
   bool asynchronousCompletion = false;
-  /// Direct device-to-device copies between two managers of this backend.
+  /// Reserved for direct device-to-device copies between two managers of
+  /// this backend, which no hook offers yet: the framework moves every
+  /// record between devices through the host, whatever this says. Kept so
+  /// that backends built against this layout keep working; leave it false.
   bool peerToPeer = false;
   /// The backend enforces DeviceConfig::memoryBudget (OutOfMemory past it).
   bool memoryBudget = true;
