@@ -455,12 +455,6 @@ std::vector<PropertyFamily> makeFamilies() {
          // case in four.
          p.writeAfterReadPercent = 25;
          p.freeBehindPendingPercent = 30;
-         // Devices that hold their operations in flight a while, or widen
-         // the windows between their threads, in a case in four each: on
-         // a device that spreads a run over several queues, a later run's
-         // piece may then overtake an earlier run's.
-         p.slowDevicePercent = 25;
-         p.raceWideningPercent = 25;
          return p;
        },
        {"run-issued-without-waiting", "run-joins-pending-run",
