@@ -848,6 +848,13 @@ private:
     return {size_t(elements)};
   }
 
+  /// Bytes the input space lets the scenario's live records grow by.
+  uint64_t liveBytesLeft() const {
+    return p_.space.maxLiveBytes > ch_.liveBytes
+               ? p_.space.maxLiveBytes - ch_.liveBytes
+               : 0;
+  }
+
   uint64_t budgetLeft(const std::string &device) const {
     const ModelDevice &d = m_.devices().at(device);
     return d.spec.budget > d.used ? d.spec.budget - d.used : 0;
@@ -879,9 +886,7 @@ private:
       c.dims = rng_.pick(p_.shapes);
       return;
     }
-    uint64_t room = p_.space.maxLiveBytes > ch_.liveBytes
-                        ? p_.space.maxLiveBytes - ch_.liveBytes
-                        : size;
+    uint64_t room = liveBytesLeft() ? liveBytesLeft() : size;
     const std::string &dev = *rng_.pick(ch_.devices);
     if (m_.devices().at(dev).spec.budget && rng_.percent(30)) {
       uint64_t left = budgetLeft(dev);
@@ -1958,11 +1963,8 @@ private:
           // view's bytes may lie pieces away from its element offset; room
           // for the tensors of both networks.
           size_t size = elemSize(kind);
-          uint64_t live = p_.space.maxLiveBytes > ch_.liveBytes
-                              ? p_.space.maxLiveBytes - ch_.liveBytes
-                              : 0;
           uint64_t most = std::max<uint64_t>(
-              std::min<uint64_t>(live / 8, 256 * 1024), 2 * size);
+              std::min<uint64_t>(liveBytesLeft() / 8, 256 * 1024), 2 * size);
           uint64_t least = most >= 4096 && rng_.percent(50) ? 4096 : 0;
           first = shapeOf(
               std::max<uint64_t>(pickBytes(size, most, least) / size, 2));
