@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -346,6 +347,115 @@ std::optional<Scenario> viewAsItsSource(const Scenario &s, size_t i) {
   return withoutCommandRenaming(s, i, view.target, view.source);
 }
 
+/// \p s with every create, view and network of shape \p from made of
+/// shape \p to, at once: a run binds tensors of its network's shape, so
+/// they shrink together or not at all. A view whose elements would then
+/// end past its source's is moved back to end where the source does.
+Scenario withShapeEverywhere(const Scenario &s, const std::vector<size_t> &from,
+                             const std::vector<size_t> &to) {
+  Scenario out = s;
+  std::map<std::string, size_t> elements;
+  for (Command &c : out.commands) {
+    switch (c.kind) {
+    case CommandKind::Create:
+    case CommandKind::AddNetwork:
+      if (c.dims == from)
+        c.dims = to;
+      if (c.kind == CommandKind::Create)
+        elements[c.target] = elementsOf(c.dims);
+      break;
+    case CommandKind::View: {
+      if (c.dims == from)
+        c.dims = to;
+      size_t n = elementsOf(c.dims);
+      if (auto source = elements.find(c.source); source != elements.end() &&
+                                                 source->second >= n &&
+                                                 c.offset + n > source->second)
+        c.offset = source->second - n;
+      elements[c.target] = n;
+      break;
+    }
+    case CommandKind::Clone:
+    case CommandKind::MoveConstruct:
+    case CommandKind::MoveAssign:
+      if (auto source = elements.find(c.source); source != elements.end())
+        elements[c.target] = source->second;
+      break;
+    default:
+      break;
+    }
+  }
+  return out;
+}
+
+/// The shapes the creates, views and networks of \p s have, each with the
+/// smaller shapes to try for it, simplest first: one element, the smaller
+/// shapes other commands already have (so that two networks of different
+/// shapes can become one shape, and a view of a whole tensor its
+/// tensor), halves, and the flat shape of as many elements.
+std::vector<std::pair<std::vector<size_t>, std::vector<std::vector<size_t>>>>
+smallerShapes(const Scenario &s) {
+  std::vector<std::vector<size_t>> present;
+  for (const Command &c : s.commands)
+    if ((c.kind == CommandKind::Create || c.kind == CommandKind::View ||
+         c.kind == CommandKind::AddNetwork) &&
+        !c.dims.empty() &&
+        std::find(present.begin(), present.end(), c.dims) == present.end())
+      present.push_back(c.dims);
+  std::vector<std::pair<std::vector<size_t>, std::vector<std::vector<size_t>>>>
+      out;
+  for (const std::vector<size_t> &dims : present) {
+    size_t n = elementsOf(dims);
+    std::vector<std::vector<size_t>> smaller;
+    auto add = [&](std::vector<size_t> to) {
+      if (to != dims && elementsOf(to) <= n &&
+          std::find(smaller.begin(), smaller.end(), to) == smaller.end())
+        smaller.push_back(std::move(to));
+    };
+    add({1});
+    std::vector<std::vector<size_t>> others;
+    for (const std::vector<size_t> &other : present)
+      if (elementsOf(other) < n)
+        others.push_back(other);
+    std::stable_sort(others.begin(), others.end(),
+                     [](const auto &a, const auto &b) {
+                       return elementsOf(a) < elementsOf(b);
+                     });
+    for (const std::vector<size_t> &other : others)
+      add(other);
+    for (size_t m = n / 2; m > 1; m /= 2)
+      add({m});
+    if (dims.size() > 1)
+      add({n});
+    if (!smaller.empty())
+      out.emplace_back(dims, std::move(smaller));
+  }
+  return out;
+}
+
+/// \p s with every create and network of element kind \p from made f32, at
+/// once (a run binds tensors of its network's kind).
+Scenario withFloat32Everywhere(const Scenario &s, ElemKind from) {
+  Scenario out = s;
+  for (Command &c : out.commands)
+    if ((c.kind == CommandKind::Create || c.kind == CommandKind::AddNetwork) &&
+        c.elemKind == from)
+      c.elemKind = ElemKind::Float32;
+  return out;
+}
+
+/// The element kinds other than f32 that the creates and networks of \p s
+/// have.
+std::vector<ElemKind> kindsOtherThanFloat32(const Scenario &s) {
+  std::vector<ElemKind> out;
+  for (const Command &c : s.commands)
+    if ((c.kind == CommandKind::Create || c.kind == CommandKind::AddNetwork) &&
+        c.elemKind != ElemKind::Float32 &&
+        std::find(out.begin(), out.end(), c.elemKind) == out.end())
+      out.push_back(c.elemKind);
+  return out;
+}
+
 /// Simpler device lists: fewer devices (when none of the commands names
 /// the one dropped), no budget, fewer parameters.
 std::vector<std::vector<DeviceSpec>> simplerDevices(const Scenario &s) {
@@ -491,6 +601,31 @@ shrinkScenario(const Scenario &failing,
           break;
         }
       }
+    }
+    // Shapes shrink together: every tensor, view and network of one shape
+    // at once, until no smaller shape fails (a run binds tensors of its
+    // network's shape, so no one command can change shape alone).
+    for (bool shrunk = true; shrunk && !exhausted();) {
+      shrunk = false;
+      for (const auto &[dims, smaller] : smallerShapes(result.scenario)) {
+        for (const std::vector<size_t> &to : smaller) {
+          if (exhausted())
+            break;
+          if (attempt(withShapeEverywhere(result.scenario, dims, to))) {
+            progress = shrunk = true;
+            break;
+          }
+        }
+        if (shrunk)
+          break;
+      }
+    }
+    // So do element kinds, towards f32.
+    for (ElemKind kind : kindsOtherThanFloat32(result.scenario)) {
+      if (exhausted())
+        break;
+      if (attempt(withFloat32Everywhere(result.scenario, kind)))
+        progress = true;
     }
     // Simplify each remaining command, then the devices.
     for (size_t i = 0; i < result.scenario.commands.size() && !exhausted();

@@ -5,10 +5,13 @@
 // a scenario that still fails and is shorter and simpler. It removes runs of
 // commands (the commands a removal leaves dangling go with it), then
 // simplifies what remains: moves that only rename a tensor go (its later
-// commands name the move's source), sizes towards the small end of the input
-// space, values towards zeros and small exact ones, networks towards fewer
-// nodes and runs towards fewer bindings, offsets towards zero, faults towards
-// the first operation, devices towards fewer and plainer ones.
+// commands name the move's source), shapes together (every tensor, view and
+// network of one shape at once, so that a run's tensors keep its network's
+// shape and two networks can come to share one) and element kinds together
+// towards f32, sizes towards the small end of the input space, values towards
+// zeros and small exact ones, networks towards fewer nodes and runs towards
+// fewer bindings, offsets towards zero, faults towards the first operation,
+// devices towards fewer and plainer ones.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DRT_CONFORMANCE_SHRINK_H
