@@ -347,6 +347,56 @@ std::optional<Scenario> viewAsItsSource(const Scenario &s, size_t i) {
   return withoutCommandRenaming(s, i, view.target, view.source);
 }
 
+/// The network command that the run at \p i runs (the last made before it
+/// of that name), or nullptr.
+const Command *networkOfRun(const Scenario &s, size_t i) {
+  for (size_t j = i; j-- > 0;)
+    if (s.commands[j].kind == CommandKind::AddNetwork &&
+        s.commands[j].target == s.commands[i].target)
+      return &s.commands[j];
+  return nullptr;
+}
+
+/// The placeholders of network command \p n that it reads, or that it
+/// writes, in order of first use.
+std::vector<std::string> placeholdersOf(const Command &n, bool written) {
+  std::vector<std::string> out;
+  for (const Placeholder &p :
+       networkPlaceholders(n.nodes, Type{n.elemKind, {1}}))
+    if (networkWrites(n.nodes, p.name) == written)
+      out.push_back(p.name);
+  return out;
+}
+
+/// \p s with the run at \p i running network \p other instead of its own,
+/// its tensors bound in order (the k-th input placeholder's tensor to the
+/// other's k-th input, outputs likewise): when a failure needs two runs,
+/// not two functions, one network can go. Nothing when command \p i is no
+/// run, or \p other is its own network or of another device, kind or shape.
+std::optional<Scenario> runOfAnotherNetwork(const Scenario &s, size_t i,
+                                            const Command &other) {
+  const Command &run = s.commands[i];
+  if (run.kind != CommandKind::Run)
+    return std::nullopt;
+  const Command *own = networkOfRun(s, i);
+  if (!own || own->target == other.target || own->device != other.device ||
+      own->elemKind != other.elemKind || own->dims != other.dims)
+    return std::nullopt;
+  Scenario out = s;
+  Command &changed = out.commands[i];
+  changed.target = other.target;
+  changed.bindings.clear();
+  for (bool written : {false, true}) {
+    std::vector<std::string> from = placeholdersOf(*own, written);
+    std::vector<std::string> to = placeholdersOf(other, written);
+    for (size_t k = 0; k < from.size() && k < to.size(); ++k)
+      for (const auto &[placeholder, tensor] : run.bindings)
+        if (placeholder == from[k])
+          changed.bindings.emplace_back(to[k], tensor);
+  }
+  return out;
+}
+
 /// \p s with every create, view and network of shape \p from made of
 /// shape \p to, at once: a run binds tensors of its network's shape, so
 /// they shrink together or not at all. A view whose elements would then
@@ -650,6 +700,16 @@ shrinkScenario(const Scenario &failing,
           progress = true;
           continue;
         }
+      bool rebound = false;
+      for (size_t j = 0; j < i && !exhausted() && !rebound; ++j)
+        if (result.scenario.commands[j].kind == CommandKind::AddNetwork)
+          if (std::optional<Scenario> one = runOfAnotherNetwork(
+                  result.scenario, i, result.scenario.commands[j]))
+            rebound = attempt(*one);
+      if (rebound) {
+        progress = true;
+        continue;
+      }
       bool merged = false;
       for (const std::string &other : sameTypeBefore(result.scenario, i)) {
         if (exhausted())

@@ -214,6 +214,30 @@ TEST(Shrink, APlannedFaultMovesToTheOperationItStrikes) {
             "to-device b d0 -> error DeviceError\n");
 }
 
+/// True when a run of \p s that succeeds reads, directly or through a view,
+/// a record an earlier run that succeeded wrote (a view's record is its
+/// source's).
+bool readsWhatARunWrote(const Scenario &s) {
+  std::map<std::string, std::string> record;
+  std::set<std::string> written;
+  bool reads = false;
+  for (const Command &c : s.commands) {
+    if (c.kind == CommandKind::Create)
+      record[c.target] = c.target;
+    if (c.kind == CommandKind::View)
+      record[c.target] = record[c.source];
+    if (c.kind != CommandKind::Run || !(c.expect == Outcome::ok()))
+      continue;
+    for (const auto &[placeholder, tensor] : c.bindings)
+      if (placeholder[0] != 'o' && written.count(record[tensor]))
+        reads = true;
+    for (const auto &[placeholder, tensor] : c.bindings)
+      if (placeholder[0] == 'o')
+        written.insert(record[tensor]);
+  }
+  return reads;
+}
+
 TEST(Shrink, ShapesShrinkTogetherSoThatTwoNetworksShareOne) {
   // The "failure" is a run that reads, through a view, part of what an
   // earlier run wrote, the two runs of networks of different shapes (as
@@ -231,27 +255,6 @@ TEST(Shrink, ShapesShrinkTogetherSoThatTwoNetworksShareOne) {
                             "view t5 t2 [64] at=200\n"
                             "run p y=t0 o0=t2 &\n"
                             "run c o0=t4 y=t5 &\n");
-  // The record of each name: a view's is its source's.
-  auto readsWhatARunWrote = [](const Scenario &s) {
-    std::map<std::string, std::string> record;
-    std::set<std::string> written;
-    bool reads = false;
-    for (const Command &c : s.commands) {
-      if (c.kind == CommandKind::Create)
-        record[c.target] = c.target;
-      if (c.kind == CommandKind::View)
-        record[c.target] = record[c.source];
-      if (c.kind != CommandKind::Run || !(c.expect == Outcome::ok()))
-        continue;
-      for (const auto &[placeholder, tensor] : c.bindings)
-        if (placeholder[0] != 'o' && written.count(record[tensor]))
-          reads = true;
-      for (const auto &[placeholder, tensor] : c.bindings)
-        if (placeholder[0] == 'o')
-          written.insert(record[tensor]);
-    }
-    return reads;
-  };
   ASSERT_TRUE(readsWhatARunWrote(normalizedOnFake(failing)));
   ShrinkResult r =
       shrinkScenario(failing, normalizedOnFake, readsWhatARunWrote);
@@ -262,6 +265,30 @@ TEST(Shrink, ShapesShrinkTogetherSoThatTwoNetworksShareOne) {
   EXPECT_LE(r.scenario.commands.size(), 6u) << printed;
   // The kinds go to f32 together too: no create could alone.
   EXPECT_EQ(printed.find("i32"), std::string::npos) << printed;
+}
+
+TEST(Shrink, RunsOfTwoNetworksOfOneShapeBecomeRunsOfOne) {
+  // The "failure" needs two runs, the second reading what the first
+  // wrote, not two functions: the second run runs the first's network,
+  // its tensors bound in order, and the other network goes (and d, which
+  // need not be distinct from a).
+  Scenario failing = parsed("device d0\n"
+                            "add-network p d0 f32 [4] o0=copy(x)\n"
+                            "add-network c d0 f32 [4] o0=mul(y,z)\n"
+                            "create a f32 [4] fill=1\n"
+                            "create b f32 [4] fill=2\n"
+                            "create d f32 [4] fill=3\n"
+                            "run p x=a o0=b\n"
+                            "run c y=b z=a o0=d\n");
+  ASSERT_TRUE(readsWhatARunWrote(normalizedOnFake(failing)));
+  ShrinkResult r =
+      shrinkScenario(failing, normalizedOnFake, readsWhatARunWrote);
+  EXPECT_EQ(printScenario(r.scenario), "device d0\n"
+                                       "add-network p d0 f32 [1] o0=copy(x)\n"
+                                       "create a f32 [1] fill=1\n"
+                                       "create b f32 [1] fill=2\n"
+                                       "run p x=a o0=b\n"
+                                       "run p x=b o0=a\n");
 }
 
 } // namespace

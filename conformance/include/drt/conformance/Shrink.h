@@ -10,8 +10,8 @@
 // shape and two networks can come to share one) and element kinds together
 // towards f32, sizes towards the small end of the input space, values towards
 // zeros and small exact ones, networks towards fewer nodes and runs towards
-// fewer bindings, offsets towards zero, faults towards the first operation,
-// devices towards fewer and plainer ones.
+// fewer networks and bindings, offsets towards zero, faults towards the first
+// operation, devices towards fewer and plainer ones.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DRT_CONFORMANCE_SHRINK_H
