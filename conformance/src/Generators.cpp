@@ -1769,18 +1769,40 @@ private:
           twinsPlan_.push_back(v);
           twinsPlan_.push_back(w);
         }
-        twinsPlan_.push_back(commandOn(CommandKind::ToDevice, a.target, first));
+        Command firstUpload = commandOn(CommandKind::ToDevice, a.target, first);
+        bool runs = m_.placement().size() < 3 && rng_.percent(50);
+        // Half the runs are issued without waiting, the first twin uploaded
+        // while the run is in flight: the twins come to share a block after
+        // the run was issued and before it writes. Not under budgets, nor
+        // where a loss is planned (scenario validation refuses a run issued
+        // without waiting there).
+        bool uploadBehindRun = runs && !anyBudget() &&
+                               !m_.devices().at(second).lossPlanned &&
+                               rng_.percent(50);
+        if (!uploadBehindRun)
+          twinsPlan_.push_back(firstUpload);
         twinsPlan_.push_back(
             commandOn(CommandKind::ToDevice, b.target, second));
+        // Its bytes read back first (kept): an upload a run will overwrite
+        // need never land, but these have, for the first twin to match.
+        if (uploadBehindRun) {
+          Command kept = commandOn(CommandKind::FromDevice, b.target, second);
+          kept.release = false;
+          twinsPlan_.push_back(kept);
+        }
         // Half the time a run then writes the second in place: a block the
         // twins share is the first's too, whichever device holds it.
-        if (m_.placement().size() < 3 && rng_.percent(50)) {
+        if (runs) {
           Command add =
               commandOn(CommandKind::AddNetwork,
                         "twin" + std::to_string(locationCount_++), second);
           add.elemKind = a.elemKind;
           add.dims = a.dims;
-          add.nodes = {NetworkNode{OpKind::Copy, {"x"}, "o0", 1.0}};
+          // Half the time the run computes: a backend may carry out a copy
+          // by sharing its input's block, and write none.
+          add.nodes = {rng_.percent(50)
+                           ? NetworkNode{OpKind::Copy, {"x"}, "o0", 1.0}
+                           : NetworkNode{OpKind::Scale, {"x"}, "o0", 2.0}};
           Command x = a;
           x.target = freshTensor();
           x.pattern = a.pattern % 200 + 1;
@@ -1788,15 +1810,23 @@ private:
           run.kind = CommandKind::Run;
           run.target = add.target;
           run.bindings = {{"x", x.target}, {"o0", b.target}};
+          run.noWait = uploadBehindRun;
           twinsPlan_.push_back(add);
           twinsPlan_.push_back(x);
           twinsPlan_.push_back(run);
+          if (uploadBehindRun)
+            twinsPlan_.push_back(firstUpload);
         }
         Command back = commandOn(CommandKind::FromDevice, b.target, second);
         back.release = rng_.percent(50);
+        Command firstBack = commandOn(CommandKind::FromDevice, a.target, first);
+        // The twin uploaded behind the run is read back first, while the
+        // run may still be in flight: a backend that lands an upload when
+        // its bytes are first needed shares the block then.
+        if (uploadBehindRun)
+          std::swap(back, firstBack);
         twinsPlan_.push_back(back);
-        twinsPlan_.push_back(
-            commandOn(CommandKind::FromDevice, a.target, first));
+        twinsPlan_.push_back(firstBack);
         return a;
       }
     }

@@ -272,7 +272,8 @@ TEST(Generators, ContentTwinsAreUploadedAndReadBack) {
   // later; in some, a write through a view in the middle of the second.
   const PropertyFamily &crossDevice = family("cross-device");
   ScenarioGenerator generator(crossDevice.profile(), fakeCapabilities());
-  size_t twins = 0, nearTwins = 0, runOverTwin = 0;
+  size_t twins = 0, nearTwins = 0, runOverTwin = 0, uploadBehindRun = 0,
+         computingRun = 0;
   const size_t seeds = 200;
   for (uint64_t seed = 0; seed < seeds; ++seed) {
     Scenario s = generator.generate(seed, 30);
@@ -291,10 +292,24 @@ TEST(Generators, ContentTwinsAreUploadedAndReadBack) {
                           c.target == b.target && c.expect == Outcome::ok());
         nearTwins +=
             c.kind == CommandKind::View && c.source == b.target && j == i + 2;
-        runOverTwin +=
+        bool overB =
             c.kind == CommandKind::Run &&
             std::any_of(c.bindings.begin(), c.bindings.end(),
                         [&](const auto &x) { return x.second == b.target; });
+        runOverTwin += overB;
+        // The run into the second in flight, the first uploaded behind it
+        // and read back first.
+        if (overB && c.noWait && j + 2 < s.commands.size()) {
+          const Command &up = s.commands[j + 1], &back = s.commands[j + 2];
+          uploadBehindRun +=
+              up.kind == CommandKind::ToDevice && up.target == a.target &&
+              back.kind == CommandKind::FromDevice && back.target == a.target;
+        }
+        if (overB)
+          for (size_t k = i + 2; k < j; ++k)
+            computingRun += s.commands[k].kind == CommandKind::AddNetwork &&
+                            s.commands[k].target == c.target &&
+                            s.commands[k].nodes.front().op != OpKind::Copy;
       }
       twins += aBack && bBack;
       break;
@@ -303,6 +318,9 @@ TEST(Generators, ContentTwinsAreUploadedAndReadBack) {
   EXPECT_GE(twins, seeds / 8);
   EXPECT_GE(nearTwins, seeds / 40);
   EXPECT_GE(runOverTwin, seeds / 40);
+  // 24 and 43 of 200 when written.
+  EXPECT_GE(uploadBehindRun, seeds / 20);
+  EXPECT_GE(computingRun, seeds / 10);
 }
 
 TEST(Generators, ParallelBlocksBeginWithResidentTwinsDroppedTogether) {

@@ -284,9 +284,12 @@ struct GeneratorProfile {
   /// type and one fill (content twins), in half of them then write a few
   /// elements in the middle of the second through a view (near twins, whose
   /// first and last bytes agree), upload both (to one device, or to two
-  /// where there are two), and read both back. A device that shares the
-  /// blocks of equal uploads (deduplicates) must tell twins that are not
-  /// equal apart, and keep each record's bytes its own.
+  /// where there are two), in half of them run a network writing the
+  /// second in place, and read both back; half of those runs are issued
+  /// without waiting, the first twin uploaded while the run is in flight. A
+  /// device that shares the blocks of equal uploads (deduplicates) must tell
+  /// twins that are not equal apart, keep each record's bytes its own, and
+  /// see a sharing made between a run's issue and its write.
   unsigned contentTwinsPercent = 0;
   /// Percent of scenarios that, at a random point, add a network of many
   /// placeholders (8, 9, 16, 17, 32 or 33: either side of a power of two;
