@@ -94,6 +94,8 @@ public:
     gather();
     if (std::optional<Command> b = burstCommand())
       return b;
+    if (std::optional<Command> c = contentBurstCommand())
+      return c;
     if (std::optional<Command> r = releasedBlockCommand())
       return r;
     if (std::optional<Command> t = twinsCommand())
@@ -484,6 +486,10 @@ public:
       return;
     reuseAt_ = steps / 10 + rng_.below(steps * 3 / 10);
     pressureAt_ = steps / 2 + rng_.below(steps / 10);
+    // After the pressure burst (at most 1,200 commands), with room for
+    // about 1,000 commands of its own.
+    if (p_.contentBurstPercent && rng_.percent(p_.contentBurstPercent))
+      contentBurstAt_ = steps * 3 / 4 + rng_.below(steps / 20);
   }
 
 private:
@@ -1661,6 +1667,79 @@ private:
     return std::nullopt;
   }
 
+  /// The next command of a content burst under way or due
+  /// (GeneratorProfile::contentBurstPercent), or nullopt. Called once the
+  /// allocation bursts have nothing to issue.
+  std::optional<Command> contentBurstCommand() {
+    if (contentBurstAt_ && burstClock_ >= *contentBurstAt_ &&
+        !ch_.devices.empty()) {
+      contentBurstAt_.reset();
+      const std::string &dev = *ch_.devices.front();
+      if (!m_.devices().at(dev).shutDown) {
+        unsigned records = unsigned(rng_.between(
+            p_.contentBurstRecords.first, p_.contentBurstRecords.second));
+        ElemKind kind = rng_.percent(50) ? ElemKind::Float32 : ElemKind::UInt8;
+        std::vector<size_t> dims = {size_t(rng_.between(1, 16))};
+        uint64_t pattern = pickPattern();
+        std::vector<std::string> names;
+        std::vector<Command> uploads;
+        for (unsigned i = 0; i < records; ++i) {
+          Command create = commandOn(CommandKind::Create, freshTensor(), "");
+          create.elemKind = kind;
+          create.dims = dims;
+          create.pattern = pattern;
+          names.push_back(create.target);
+          contentBurstPlan_.push_back(std::move(create));
+          contentBurstPlan_.push_back(
+              commandOn(CommandKind::ToDevice, names.back(), dev));
+        }
+        // A run that computes (a copy may be carried out by sharing) into
+        // one of them, in place.
+        Command add =
+            commandOn(CommandKind::AddNetwork,
+                      "burst" + std::to_string(locationCount_++), dev);
+        add.elemKind = kind;
+        add.dims = dims;
+        add.nodes = {NetworkNode{OpKind::Scale, {"x"}, "o0", 2.0}};
+        Command x = commandOn(CommandKind::Create, freshTensor(), "");
+        x.elemKind = kind;
+        x.dims = dims;
+        x.pattern = pattern % 200 + 1;
+        std::string written = rng_.pick(names);
+        Command run;
+        run.kind = CommandKind::Run;
+        run.target = add.target;
+        run.bindings = {{"x", x.target}, {"o0", written}};
+        contentBurstPlan_.push_back(add);
+        contentBurstPlan_.push_back(x);
+        contentBurstPlan_.push_back(run);
+        auto readBack = [&](const std::string &name) {
+          Command back = commandOn(CommandKind::FromDevice, name, dev);
+          back.release = false;
+          contentBurstPlan_.push_back(std::move(back));
+        };
+        readBack(written);
+        readBack(names.front());
+        readBack(names.back());
+        readBack(rng_.pick(names));
+        // Destroyed in an order drawn; one in sixteen read back first.
+        for (size_t i = names.size(); i > 1; --i)
+          std::swap(names[i - 1], names[rng_.below(i)]);
+        for (const std::string &name : names) {
+          if (rng_.percent(6))
+            readBack(name);
+          contentBurstPlan_.push_back(
+              commandOn(CommandKind::Destroy, name, ""));
+        }
+        contentBurstPlan_.push_back(
+            commandOn(CommandKind::Destroy, x.target, ""));
+        contentBurstPlan_.push_back(
+            commandOn(CommandKind::EvictNetwork, add.target, ""));
+      }
+    }
+    return takeFirst(contentBurstPlan_);
+  }
+
   /// The next command of the released-block plan
   /// (GeneratorProfile::releasedBlockRunPercent), or nullopt.
   std::optional<Command> releasedBlockCommand() {
@@ -2558,6 +2637,10 @@ private:
   uint64_t reuseSize_ = 0;
   std::string reuseStale_, reuseLive_;
   unsigned pressureToAllocate_ = 0;
+  /// The content burst (contentBurstCommand): when it is due, and its
+  /// commands still to come.
+  std::optional<size_t> contentBurstAt_;
+  std::vector<Command> contentBurstPlan_;
   uint64_t pressureSize_ = 0;
   std::vector<std::string> pressureHeld_;
   /// The released-block plan (releasedBlockCommand): when it is due, and

@@ -709,6 +709,9 @@ std::vector<PropertyFamily> makeFamilies() {
           // A slot reused hundreds of times with a stale location named
           // every cycle, and hundreds of allocations live at once.
           p.allocationBursts = true;
+          // Hundreds of records of one content live at once, in half the
+          // cases.
+          p.contentBurstPercent = 50;
           p.maxTensors = 16 + 3;
           // Host records are the ones a transfer allocates for.
           p.stateWeights = {8, 2, 2, 1, 1};

@@ -88,6 +88,48 @@ TEST(Generators, LongLivedCasesReuseASlotHundredsOfTimesAndHoldHundredsLive) {
   }
 }
 
+TEST(Generators, LongLivedCasesHoldHundredsOfRecordsOfOneContent) {
+  // In about half the cases: 257 or more records of one type and one fill
+  // resident on one device at once, a run writing one of them that
+  // succeeds, and all of them destroyed afterwards.
+  const PropertyFamily &longLived = family("long-lived");
+  ScenarioGenerator generator(longLived.profile(), fakeCapabilities());
+  const uint64_t seeds = 8;
+  size_t bursts = 0;
+  for (uint64_t seed = 0; seed < seeds; ++seed) {
+    Scenario s = generator.generate(seed, longLived.steps);
+    std::map<std::string, std::tuple<ElemKind, std::vector<size_t>, uint64_t>>
+        content;
+    std::set<std::string> resident;
+    size_t mostResident = 0;
+    bool runOverOne = false, destroyed = false;
+    for (const Command &c : s.commands) {
+      if (c.kind == CommandKind::Create)
+        content[c.target] = {c.elemKind, c.dims, c.pattern};
+      if (c.kind == CommandKind::ToDevice && c.expect == Outcome::ok() &&
+          content.count(c.target))
+        resident.insert(c.target);
+      if (c.kind == CommandKind::Destroy && resident.erase(c.target) &&
+          mostResident >= 257)
+        destroyed = true;
+      if (c.kind == CommandKind::Run && c.expect == Outcome::ok() &&
+          mostResident >= 257)
+        for (const auto &[placeholder, tensor] : c.bindings)
+          runOverOne =
+              runOverOne || (placeholder == "o0" && resident.count(tensor) > 0);
+      // The most resident records that share one content.
+      std::map<std::tuple<ElemKind, std::vector<size_t>, uint64_t>, size_t>
+          holders;
+      if (c.kind == CommandKind::ToDevice)
+        for (const std::string &name : resident)
+          mostResident = std::max(mostResident, ++holders[content[name]]);
+    }
+    bursts += mostResident >= 257 && runOverOne && destroyed;
+  }
+  EXPECT_GE(bursts, seeds / 4);
+  EXPECT_LT(bursts, seeds);
+}
+
 TEST(Generators, RunsAndOutputsPutAFreshlyReleasedBlockUnderARunsOutput) {
   // In about half the cases: a record released right after its upload,
   // then a run over an input whose upload has landed (read back, kept)

@@ -329,6 +329,17 @@ struct GeneratorProfile {
   /// The allocations a pressure burst holds live at once, drawn between
   /// these (inclusive).
   std::pair<unsigned, unsigned> pressureBurstAllocations = {257, 600};
+  /// Percent of scenarios of allocation bursts (allocationBursts) that,
+  /// once those are over, hold hundreds of records of one small type and
+  /// one fill on the first device at once (a content burst, with
+  /// contentBurstRecords of them): each created and uploaded, then a run
+  /// writes one in place, that one and a few others are read back, and all
+  /// are destroyed in an order drawn, now and then one still held read back
+  /// first. A device that shares the blocks of equal uploads and counts
+  /// their holders in a narrow counter writes them all with the run, or
+  /// frees the block while holders remain.
+  unsigned contentBurstPercent = 0;
+  std::pair<unsigned, unsigned> contentBurstRecords = {257, 300};
 };
 
 /// Gives half the networks (chosen by a hash of the network's name and
