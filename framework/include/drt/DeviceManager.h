@@ -176,12 +176,13 @@ protected:
   virtual Error free(DeviceLocation location) = 0;
   /// The size of the allocation at \p location; InvalidArgument when stale.
   virtual Expected<uint64_t> allocationSize(DeviceLocation location) const = 0;
-  /// Copies \p bytes from host \p src to the start of \p dst. \p src stays
+  /// Copies \p bytes from host \p src to the start of \p dst (the framework
+  /// copies whole allocations: \p bytes is \p dst's size). \p src stays
   /// valid and unchanged until \p done is called, exactly once.
   virtual void copyToDevice(DeviceLocation dst, const std::byte *src,
                             uint64_t bytes, CompletionCallback done) = 0;
-  /// Copies \p bytes from the start of \p src to host \p dst; the data must be
-  /// in \p dst when \p done is called, exactly once.
+  /// Copies \p bytes (\p src's size) from the start of \p src to host \p
+  /// dst; the data must be in \p dst when \p done is called, exactly once.
   virtual void copyFromDevice(DeviceLocation src, std::byte *dst,
                               uint64_t bytes, CompletionCallback done) = 0;
   /// Prepares a verified function (kernels were built at init).
@@ -193,8 +194,12 @@ protected:
   virtual void execute(const Function &function,
                        std::vector<RunArgument> arguments,
                        CompletionCallback done) = 0;
-  /// Stops the backend: waits for or cancels its work (completing each
-  /// pending operation exactly once) and frees all device memory.
+  /// Stops the backend: waits for or cancels its work and frees all device
+  /// memory. A pending operation's callback may be called here (once) or
+  /// not at all: when this returns, the framework completes every operation
+  /// still pending with DeviceLost, and ignores a callback that comes later.
+  /// May run on a thread of the backend's own (a shutdown from inside a
+  /// completion callback): such a thread must not wait for itself.
   virtual void shutdownBackend() = 0;
 
 private:
