@@ -1682,7 +1682,6 @@ private:
         std::vector<size_t> dims = {size_t(rng_.between(1, 16))};
         uint64_t pattern = pickPattern();
         std::vector<std::string> names;
-        std::vector<Command> uploads;
         for (unsigned i = 0; i < records; ++i) {
           Command create = commandOn(CommandKind::Create, freshTensor(), "");
           create.elemKind = kind;
