@@ -20,6 +20,7 @@
 #include <limits>
 #include <memory>
 #include <set>
+#include <thread>
 #include <utility>
 
 namespace drt {
@@ -816,6 +817,25 @@ Error DeviceManager::releaseDeviceMemory(DeviceLocation location) {
 // Networks and runs.
 //===----------------------------------------------------------------------===//
 
+namespace {
+/// Returns, holding \p lock, once no add or evict of network \p name is
+/// under way on the device whose networks are \p networks (such a change
+/// holds a null entry while it calls the backend). Changes are short
+/// (a compile, an evict), so the wait yields rather than sleeps.
+std::map<std::string, std::shared_ptr<const Function>>::iterator
+settledNetwork(std::map<std::string, std::shared_ptr<const Function>> &networks,
+               std::unique_lock<std::mutex> &lock, const std::string &name) {
+  for (;;) {
+    auto it = networks.find(name);
+    if (it == networks.end() || it->second)
+      return it;
+    lock.unlock();
+    std::this_thread::yield();
+    lock.lock();
+  }
+}
+} // namespace
+
 void DeviceManager::addNetwork(Function function, CompletionCallback done) {
   if (shutDown_)
     return done(makeError(ErrorCode::DeviceLost,
@@ -823,20 +843,33 @@ void DeviceManager::addNetwork(Function function, CompletionCallback done) {
                               name() + "' is shut down"));
   if (Error e = function.verify())
     return done(std::move(e));
+  // The name is taken (a null entry) before the backend compiles, so that
+  // an add or evict of the same name on another thread waits for this one
+  // instead of interleaving its backend calls with it: an evict whose
+  // evictFunction() came after this compile would drop the new network's
+  // code.
+  const std::string key = function.name();
   bool present;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    present = networks_.count(function.name()) != 0;
+    std::unique_lock<std::mutex> lock(mutex_);
+    present = settledNetwork(networks_, lock, key) != networks_.end();
+    if (!present)
+      networks_[key] = nullptr;
   }
   if (present)
     return done(makeError(ErrorCode::InvalidArgument,
-                          "addNetwork: network '" + function.name() +
+                          "addNetwork: network '" + key +
                               "' is already on device '" + name() + "'"));
-  if (Error e = compileFunction(function))
+  if (Error e = compileFunction(function)) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (auto it = networks_.find(key); it != networks_.end() && !it->second)
+        networks_.erase(it);
+    }
     return done(std::move(e));
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    std::string key = function.name();
     networks_[key] = std::make_shared<const Function>(std::move(function));
   }
   done(Error::success());
@@ -844,29 +877,40 @@ void DeviceManager::addNetwork(Function function, CompletionCallback done) {
 
 void DeviceManager::evictNetwork(const std::string &name,
                                  CompletionCallback done) {
-  bool erased;
+  // The entry stays, null, while the backend evicts (see addNetwork):
+  // runs and lookups no longer find the network, and an add of the name
+  // waits until evictFunction() has returned.
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    auto it = settledNetwork(networks_, lock, name);
+    if (it == networks_.end()) {
+      lock.unlock();
+      return done(makeError(ErrorCode::InvalidArgument,
+                            "evictNetwork: no network '" + name +
+                                "' on device '" + this->name() + "'"));
+    }
+    it->second = nullptr;
+  }
+  evictFunction(name);
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    erased = networks_.erase(name) != 0;
+    if (auto it = networks_.find(name); it != networks_.end() && !it->second)
+      networks_.erase(it);
   }
-  if (!erased)
-    return done(makeError(ErrorCode::InvalidArgument,
-                          "evictNetwork: no network '" + name +
-                              "' on device '" + this->name() + "'"));
-  evictFunction(name);
   done(Error::success());
 }
 
 bool DeviceManager::hasNetwork(const std::string &name) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return networks_.count(name) != 0;
+  auto it = networks_.find(name);
+  return it != networks_.end() && it->second;
 }
 
 std::vector<std::string>
 DeviceManager::outputsOf(const std::string &name) const {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = networks_.find(name);
-  if (it == networks_.end())
+  if (it == networks_.end() || !it->second)
     return {};
   return it->second->outputNames();
 }

@@ -185,9 +185,11 @@ protected:
   /// dst; the data must be in \p dst when \p done is called, exactly once.
   virtual void copyFromDevice(DeviceLocation src, std::byte *dst,
                               uint64_t bytes, CompletionCallback done) = 0;
-  /// Prepares a verified function (kernels were built at init).
+  /// Prepares a verified function (kernels were built at init). Never
+  /// called while a compileFunction or evictFunction of the same name runs.
   virtual Error compileFunction(const Function &function) = 0;
-  /// Forgets a function prepared by compileFunction.
+  /// Forgets a function prepared by compileFunction. Never called while a
+  /// compileFunction or evictFunction of the same name runs.
   virtual void evictFunction(const std::string &name) = 0;
   /// Executes \p function with one argument per placeholder, in placeholder
   /// order, and calls \p done exactly once when its outputs are in place.
@@ -284,6 +286,8 @@ private:
   std::unordered_map<uint64_t, Resident> resident_;
   std::vector<std::shared_ptr<PendingOperation>> pending_;
   std::vector<Error> backgroundErrors_;
+  /// The networks added here; a null entry while an add or an evict of that
+  /// name calls the backend (other adds and evicts of the name wait).
   std::map<std::string, std::shared_ptr<const Function>> networks_;
   /// pending_.size() and !backgroundErrors_.empty(), written under mutex_:
   /// a harness asks for both after every step, mostly to hear "none", which
