@@ -1140,6 +1140,81 @@ TEST_P(Behaviour, AnInjectedDeviceLossShutsTheDeviceDown) {
   EXPECT_EQ(kept.residencySnapshot().state, ResidencyState::Lost);
 }
 
+TEST_P(Behaviour, PinnedStorageOutlivesItsDevice) {
+  // §1: pinned storage stays valid while a tensor or view holds it, after
+  // the device that handed it out is shut down and destroyed. The device
+  // is made here, not by device(), so that the test can destroy it.
+  DeviceConfig config;
+  config.name = GetParam().backend + "-pinned";
+  config.parameters = GetParam().parameters;
+  auto made = BackendRegistry::instance().create(GetParam().backend, config);
+  ASSERT_TRUE(made.hasValue()) << made.takeError().toString();
+  std::unique_ptr<DeviceManager> d = std::move(*made);
+  Expected<std::shared_ptr<HostMemory>> memory = d->pinnedHostMemory();
+  if (!memory) {
+    Error e = memory.takeError();
+    if (e.code() == ErrorCode::NotSupported)
+      GTEST_SKIP() << "backend hands out no pinned memory";
+    FAIL() << "pinnedHostMemory(): " << e.toString();
+  }
+  // Several pinned blocks, one of them larger than a page, so that memory
+  // a device maps or pools for them is really used.
+  const size_t n = 3000;
+  auto pinned = [&](const std::string &name, float base) {
+    Expected<Tensor> t =
+        Tensor::create(Type{ElemKind::Float32, {n}}, name, *memory);
+    EXPECT_TRUE(t.hasValue()) << name;
+    if (!t)
+      return Tensor();
+    auto data = t->mutableHostData<float>();
+    for (size_t i = 0; i < n; ++i)
+      data[i] = base + float(i);
+    return std::move(*t);
+  };
+  Tensor lost = pinned("lost", 1), mirrored = pinned("mirrored", 5000),
+         host = pinned("host", 9000);
+  ASSERT_FALSE(lost.isEmpty() || mirrored.isEmpty() || host.isEmpty());
+  Tensor view = mirrored.getUnowned({n / 2}, n / 4);
+  Capabilities c = d->capabilities();
+  bool resident = c.residentTensors && c.deviceLoss;
+  if (resident) {
+    ASSERT_OK(transferToDeviceSync(*d, lost));
+    ASSERT_OK(transferToDeviceSync(*d, mirrored));
+    ASSERT_OK(transferFromDeviceSync(*d, mirrored, /*keep=*/true));
+    ASSERT_OK(transferToDeviceSync(*d, host));
+    ASSERT_OK(transferFromDeviceSync(*d, host, /*keep=*/false));
+  }
+  d->shutdown();
+  d.reset();
+
+  auto expectValues = [&](const Tensor &t, float base, size_t first,
+                          size_t count) {
+    auto data = t.hostData<float>();
+    ASSERT_EQ(data.size(), count) << t.name();
+    for (size_t i = 0; i < count; ++i)
+      ASSERT_EQ(data[i], base + float(first + i))
+          << t.name() << " element " << i << " after its device was destroyed";
+  };
+  EXPECT_EQ(mirrored.residencySnapshot().state, ResidencyState::Host);
+  expectValues(mirrored, 5000, 0, n);
+  expectValues(view, 5000, n / 4, n / 2);
+  expectValues(host, 9000, 0, n);
+  if (resident)
+    EXPECT_EQ(lost.residencySnapshot().state, ResidencyState::Lost);
+  else
+    expectValues(lost, 1, 0, n);
+  // The storage can still be written and read, and a Lost tensor refilled.
+  std::vector<float> fresh(n);
+  for (size_t i = 0; i < n; ++i)
+    fresh[i] = 20000 + float(i);
+  ASSERT_OK(lost.refillFromHost(std::as_bytes(std::span(fresh))));
+  expectValues(lost, 20000, 0, n);
+  auto data = host.mutableHostData<float>();
+  for (size_t i = 0; i < n; ++i)
+    data[i] = 30000 + float(i);
+  expectValues(host, 30000, 0, n);
+}
+
 TEST_P(Behaviour, WithoutResidentTensorsTransfersAreNotSupported) {
   if (caps().residentTensors)
     GTEST_SKIP() << "backend keeps tensors resident";

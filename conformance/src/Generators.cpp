@@ -74,8 +74,11 @@ public:
     bool continuing = std::exchange(continueInCallback_, false);
     // A command held back for the fault planned just before it, and the
     // commands planned to come next.
-    if (heldCommand_)
-      return std::exchange(heldCommand_, std::nullopt);
+    if (heldCommand_) {
+      std::optional<Command> held = std::exchange(heldCommand_, std::nullopt);
+      planAfterStruckUpload(held);
+      return held;
+    }
     if (std::optional<Command> c = takeFirst(planned_))
       return c;
     // The fault planned behind a read-back still in flight; then work
@@ -411,7 +414,27 @@ public:
       if (c->kind != CommandKind::Run)
         followTensor_ = c->target;
     }
+    planAfterStruckUpload(c);
     return c;
+  }
+
+  /// Half the time, plans what follows \p c when it is an upload that a
+  /// fault planned on its device strikes (planAfterFailedUpload).
+  void planAfterStruckUpload(const std::optional<Command> &c) {
+    if (!c || c->kind != CommandKind::ToDevice || !planned_.empty())
+      return;
+    auto d = m_.devices().find(c->device);
+    if (d == m_.devices().end())
+      return;
+    // A fault that loses the device leaves no device to upload to.
+    bool struck = std::any_of(
+        d->second.faults.begin(), d->second.faults.end(), [](const auto &f) {
+          return f.remaining == 1 && f.code != ErrorCode::DeviceLost &&
+                 (f.site == FaultSite::Allocation ||
+                  f.site == FaultSite::TransferToDevice);
+        });
+    if (struck && rng_.percent(50))
+      planAfterFailedUpload(*c);
   }
 
   /// The kind of a command issued from inside a callback: a transfer
@@ -1788,6 +1811,34 @@ private:
       }
     }
     return takeFirst(releasedBlockPlan_);
+  }
+
+  /// Plans, after \p upload that a planned fault fails, an upload of a
+  /// fresh pageable tensor of its type (of its record's bytes for a view)
+  /// and fill pattern of its own to the
+  /// same device, and its read-back: the failed upload's block is freed,
+  /// and an allocator hands it to the next upload of its size, so that
+  /// whatever the failure left behind in it (cache lines, staged chunks,
+  /// an entry keyed by the block) shows through the other tensor's bytes.
+  /// A retry of the same upload writes the same bytes and hides it.
+  void planAfterFailedUpload(const Command &upload) {
+    const ModelTensor *t = m_.tensor(upload.target);
+    if (!t || t->empty())
+      return;
+    Command create;
+    create.kind = CommandKind::Create;
+    create.target = freshTensor();
+    create.elemKind = t->kind;
+    create.dims = t->dims;
+    // A view's upload allocates its whole record: bytes of that size.
+    if (t->isView) {
+      create.elemKind = ElemKind::UInt8;
+      create.dims = {size_t(m_.records().at(t->record).bytes)};
+    }
+    create.pattern = pickPattern();
+    planned_ = {
+        create, commandOn(CommandKind::ToDevice, create.target, upload.device),
+        commandOn(CommandKind::FromDevice, create.target, upload.device)};
   }
 
   /// A command of \p kind on tensor (or network) \p target and \p device.

@@ -1255,15 +1255,26 @@ runPropertyInConfigurations(const PropertyFamily &family,
     };
     std::erase_if(configured.fanInDeviceParameters, cannotHonour);
     // The backend's own ways of holding its operations in flight, in the
-    // configurations that leave them unset (and can have them).
-    if (configured.slowDevicePercent || configured.freeBesideUploadPercent)
-      for (const BackendParameter &p : info->parameters)
-        if (!p.holdsOperationsWith.empty() &&
-            !configurations[i].count(p.name) &&
-            !cannotHonour(std::pair(options.backend + ":" + p.name,
-                                    p.holdsOperationsWith)))
-          configured.slowDeviceParameters[options.backend + ":" + p.name] =
-              p.holdsOperationsWith;
+    // configurations that leave them unset (and can have them). Fan-in
+    // blocks take them too, unless the profile names the backend's own
+    // (longer) holds: a backend the suite does not know would otherwise
+    // complete its holding operation before the waiters arrive.
+    bool fanInNamesBackend = std::any_of(
+        configured.fanInDeviceParameters.begin(),
+        configured.fanInDeviceParameters.end(), [&](const auto &entry) {
+          return entry.first.starts_with(options.backend + ":");
+        });
+    for (const BackendParameter &p : info->parameters) {
+      if (p.holdsOperationsWith.empty() || configurations[i].count(p.name) ||
+          cannotHonour(
+              std::pair(options.backend + ":" + p.name, p.holdsOperationsWith)))
+        continue;
+      std::string key = options.backend + ":" + p.name;
+      if (configured.slowDevicePercent || configured.freeBesideUploadPercent)
+        configured.slowDeviceParameters[key] = p.holdsOperationsWith;
+      if (configured.fanInPercent && !fanInNamesBackend)
+        configured.fanInDeviceParameters[key] = p.holdsOperationsWith;
+    }
     // The backend's own ways of widening race windows, in the
     // configurations that leave them unset (and can have them).
     if (configured.raceWideningPercent)

@@ -309,6 +309,39 @@ TEST(Generators, FaultsArePlannedBesideReadBacksInFlight) {
   EXPECT_GE(before, 3u);
 }
 
+TEST(Generators, AFailedUploadsBlockGoesToAnotherTensorsUpload) {
+  // After an upload that a planned fault fails (one that does not lose the
+  // device), half the time: a fresh tensor of its type created, uploaded to
+  // the same device (where it is handed the freed block) and read back.
+  const PropertyFamily &faults = family("faults");
+  ScenarioGenerator generator(faults.profile(), fakeCapabilities());
+  size_t failed = 0, followed = 0;
+  for (uint64_t seed = 0; seed < 200; ++seed) {
+    Scenario s = generator.generate(seed, 40);
+    for (size_t i = 1; i + 3 < s.commands.size(); ++i) {
+      const Command &fault = s.commands[i - 1], &up = s.commands[i];
+      // The upload the fault planned right before it fails.
+      if (fault.kind != CommandKind::InjectFault ||
+          (fault.fault.site != FaultSite::TransferToDevice &&
+           fault.fault.site != FaultSite::Allocation) ||
+          fault.fault.nth != 1 || fault.fault.code == ErrorCode::DeviceLost ||
+          up.kind != CommandKind::ToDevice ||
+          !(up.expect == Outcome::error(fault.fault.code)))
+        continue;
+      ++failed;
+      const Command &create = s.commands[i + 1], &other = s.commands[i + 2],
+                    &back = s.commands[i + 3];
+      followed += create.kind == CommandKind::Create &&
+                  other.kind == CommandKind::ToDevice &&
+                  other.target == create.target && other.device == up.device &&
+                  back.kind == CommandKind::FromDevice &&
+                  back.target == create.target;
+    }
+  }
+  EXPECT_GT(failed, 20u);
+  EXPECT_GT(followed, failed / 4) << followed << " of " << failed;
+}
+
 TEST(Generators, ContentTwinsAreUploadedAndReadBack) {
   // Two creates of one type and fill in a row, both uploaded and read back
   // later; in some, a write through a view in the middle of the second.

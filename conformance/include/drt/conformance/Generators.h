@@ -216,7 +216,9 @@ struct GeneratorProfile {
   unsigned fanInPercent = 0;
   /// Parameters the devices of a scenario with a fan-in block get, which
   /// keep its holding operation in flight long enough for the waiters to
-  /// arrive ("BACKEND:KEY" reaches that backend's devices only).
+  /// arrive ("BACKEND:KEY" reaches that backend's devices only). A run
+  /// adds the backend under test's BackendParameter::holdsOperationsWith
+  /// where this names none of its parameters.
   std::map<std::string, std::string> fanInDeviceParameters;
   /// Percent of scenarios whose devices get slowDeviceParameters. 0: none.
   unsigned slowDevicePercent = 0;
