@@ -99,6 +99,8 @@ public:
       return b;
     if (std::optional<Command> c = contentBurstCommand())
       return c;
+    if (std::optional<Command> n = networkBurstCommand())
+      return n;
     if (std::optional<Command> r = releasedBlockCommand())
       return r;
     if (std::optional<Command> t = twinsCommand())
@@ -138,6 +140,11 @@ public:
     } else if (largeNet_ && largeStepsLeft_-- > 0 &&
                possible(CommandKind::Run) && rng_.percent(70)) {
       runTarget_ = *largeNet_;
+      kind = CommandKind::Run;
+    } else if (twinNet_ && twinStepsLeft_-- > 0 && possible(CommandKind::Run) &&
+               rng_.percent(70)) {
+      // A near twin of a placed network (makeNearTwin), run soon.
+      runTarget_ = *twinNet_;
       kind = CommandKind::Run;
     } else if (besideRecord_ && possible(CommandKind::ToDevice)) {
       // A transfer of another record beside the pending one (below).
@@ -513,6 +520,8 @@ public:
     // about 1,000 commands of its own.
     if (p_.contentBurstPercent && rng_.percent(p_.contentBurstPercent))
       contentBurstAt_ = steps * 3 / 4 + rng_.below(steps / 20);
+    if (p_.networkBurstPercent && rng_.percent(p_.networkBurstPercent))
+      networkBurstAt_ = steps / 3 + rng_.below(steps / 10);
   }
 
 private:
@@ -1156,9 +1165,19 @@ private:
                          : kind == ElemKind::Int32 ? RefusedSigned32
                                                    : RefusedSigned64);
       }
-      return rng_.pick(kind == ElemKind::UInt8   ? Unsigned
-                       : kind == ElemKind::Int32 ? Signed32
-                                                 : Signed64);
+      const std::vector<double> &factors = kind == ElemKind::UInt8   ? Unsigned
+                                           : kind == ElemKind::Int32 ? Signed32
+                                                                     : Signed64;
+      // A third of the time one that an f32 cannot hold (near twins of
+      // the network then differ from it past an f32's precision).
+      if (kind != ElemKind::UInt8 && rng_.percent(33)) {
+        std::vector<double> wide;
+        for (double f : factors)
+          if (std::fabs(f) > 0x1p24)
+            wide.push_back(f);
+        return rng_.pick(wide);
+      }
+      return rng_.pick(factors);
     }
     // Exact factors, and factors whose conversion rounds (semantics §7: to
     // f32, then to f16 or bf16): rounded once more or once less, or at the
@@ -1841,6 +1860,138 @@ private:
         commandOn(CommandKind::FromDevice, create.target, upload.device)};
   }
 
+  /// Makes network \p add a near twin of a network placed, when there is
+  /// one: the same nodes, kind, shape and declared order with one thing
+  /// changed, a scale factor (for an integer one an f32 cannot hold, the
+  /// neighbour an f32 cannot tell from it), else the element kind, else
+  /// the shape (of one on another device, half the time nothing); and runs
+  /// it soon. A backend that keys compiled
+  /// code by a lossy summary of a network (a factor as an f32, no kind)
+  /// runs the twin with the other's code.
+  void makeNearTwin(Command &add) {
+    // Mostly one with an integer factor an f32 cannot hold, where one is
+    // placed: few are.
+    std::vector<const Command *> placed, wide;
+    for (const auto &[deviceName, device] : m_.devices())
+      for (const auto &[name, network] : device.networks) {
+        placed.push_back(&network);
+        if (!isFloatingPoint(network.elemKind) &&
+            std::any_of(network.nodes.begin(), network.nodes.end(),
+                        [](const NetworkNode &n) {
+                          return n.op == OpKind::Scale &&
+                                 std::fabs(n.factor) > 0x1p24;
+                        }))
+          wide.push_back(&network);
+      }
+    if (placed.empty())
+      return;
+    const Command &original = !wide.empty() && rng_.percent(80)
+                                  ? *rng_.pick(wide)
+                                  : *rng_.pick(placed);
+    add.elemKind = original.elemKind;
+    add.dims = original.dims;
+    add.nodes = original.nodes;
+    add.declared = original.declared;
+    twinNet_ = add.target;
+    twinStepsLeft_ = 10;
+    // On another device, half the time the very same network: code the
+    // process shares between devices must suit both (their configurations
+    // may differ, otherConfigurationPercent).
+    if (original.device != add.device && rng_.percent(50))
+      return;
+    std::vector<NetworkNode *> scales;
+    for (NetworkNode &n : add.nodes)
+      if (n.op == OpKind::Scale)
+        scales.push_back(&n);
+    if (!scales.empty()) {
+      auto narrow = [](const NetworkNode *n) {
+        return std::fabs(n->factor) <= 0x1p24;
+      };
+      if (!isFloatingPoint(add.elemKind) &&
+          !std::all_of(scales.begin(), scales.end(), narrow))
+        std::erase_if(scales, narrow);
+      NetworkNode &n = *rng_.pick(scales);
+      double before = n.factor;
+      for (double twin : {before - 1, before + 1})
+        if (!isFloatingPoint(add.elemKind) && std::fabs(before) > 0x1p24 &&
+            float(twin) == float(before) && twin != before &&
+            (add.elemKind == ElemKind::Int64 ||
+             (twin >= -0x1p31 && twin < 0x1p31)))
+          n.factor = twin;
+      for (int tries = 0; n.factor == before && tries < 4; ++tries)
+        n.factor = pickFactor(add.elemKind);
+    } else if (rng_.percent(50)) {
+      add.elemKind = pickNetworkKind();
+    } else {
+      uint64_t elements = 1;
+      for (size_t dim : add.dims)
+        elements *= dim;
+      add.dims = shapeOf(elements + 1 + rng_.below(16));
+    }
+  }
+
+  /// The next command of the network burst
+  /// (GeneratorProfile::networkBurstPercent), or nullopt. Called once the
+  /// burst is due: networkBurstNetworks networks of one type and distinct
+  /// factors placed on the first device at once, each run as it is added
+  /// and again, in an order drawn, once all are placed, its result read
+  /// back every time; then all evicted.
+  std::optional<Command> networkBurstCommand() {
+    if (networkBurstAt_ && burstClock_ >= *networkBurstAt_ &&
+        !ch_.devices.empty()) {
+      networkBurstAt_.reset();
+      const std::string &dev = *ch_.devices.front();
+      if (!m_.devices().at(dev).shutDown) {
+        unsigned networks = unsigned(rng_.between(
+            p_.networkBurstNetworks.first, p_.networkBurstNetworks.second));
+        std::vector<size_t> dims = {size_t(rng_.between(1, 64))};
+        Command x = commandOn(CommandKind::Create, freshTensor(), "");
+        x.elemKind = ElemKind::Float32;
+        x.dims = dims;
+        x.pattern = pickPattern();
+        Command y = x;
+        y.target = freshTensor();
+        y.pattern = pickPattern();
+        networkBurstPlan_ = {x, commandOn(CommandKind::ToDevice, x.target, dev),
+                             y};
+        std::string prefix = "nets" + std::to_string(locationCount_++) + "_";
+        auto runAndReadBack = [&](unsigned k) {
+          Command run;
+          run.kind = CommandKind::Run;
+          run.target = prefix + std::to_string(k);
+          run.bindings = {{"x", x.target}, {"o0", y.target}};
+          networkBurstPlan_.push_back(std::move(run));
+          Command back = commandOn(CommandKind::FromDevice, y.target, dev);
+          back.release = rng_.percent(50);
+          networkBurstPlan_.push_back(std::move(back));
+        };
+        std::vector<unsigned> order;
+        for (unsigned k = 0; k < networks; ++k) {
+          Command add = commandOn(CommandKind::AddNetwork,
+                                  prefix + std::to_string(k), dev);
+          add.elemKind = ElemKind::Float32;
+          add.dims = dims;
+          add.nodes = {NetworkNode{OpKind::Scale, {"x"}, "o0", double(k + 2)}};
+          networkBurstPlan_.push_back(std::move(add));
+          runAndReadBack(k);
+          order.push_back(k);
+        }
+        for (size_t i = order.size(); i > 1; --i)
+          std::swap(order[i - 1], order[rng_.below(i)]);
+        for (unsigned k : order)
+          runAndReadBack(k);
+        for (unsigned k = 0; k < networks; ++k)
+          networkBurstPlan_.push_back(commandOn(
+              CommandKind::EvictNetwork, prefix + std::to_string(k), ""));
+        networkBurstPlan_.push_back(
+            commandOn(CommandKind::Destroy, x.target, ""));
+        networkBurstPlan_.push_back(
+            commandOn(CommandKind::Destroy, y.target, ""));
+      }
+    }
+    return takeFirst(networkBurstPlan_);
+  }
+
   /// A command of \p kind on tensor (or network) \p target and \p device.
   static Command commandOn(CommandKind kind, const std::string &target,
                            const std::string &device) {
@@ -2193,6 +2344,42 @@ private:
   std::vector<NetworkNode> wideNodes(ElemKind kind, size_t count) {
     std::vector<std::string> values = {"x", "y", "z"};
     std::vector<NetworkNode> nodes;
+    // Half the time a tree: about half the nodes compute values from the
+    // inputs, which all stay live until the other half add or multiply
+    // them together, so that a fused pass holds a dozen values at once (a
+    // backend that keeps them in a register file of a fixed size must not
+    // reuse one still live). A chain holds two or three.
+    if (count >= 3 && rng_.percent(50)) {
+      size_t leaves = (count + 1) / 2;
+      std::vector<std::string> live;
+      for (size_t i = 0; i < count; ++i) {
+        NetworkNode n;
+        n.output = "o" + std::to_string(i);
+        if (i < leaves) {
+          n.op = pickOp(kind, 0, OpKind::Copy);
+          n.inputs.push_back(values[i % 3]);
+          if (n.op == OpKind::Add || n.op == OpKind::Mul)
+            n.inputs.push_back(values[(i + 1) % 3]);
+          if (n.op == OpKind::Scale)
+            n.factor = 2;
+        } else {
+          // The two oldest live values (a balanced tree), or the last one
+          // with an input.
+          n.op = rng_.percent(50) ? OpKind::Add : OpKind::Mul;
+          for (int operand = 0; operand < 2; ++operand) {
+            if (live.empty()) {
+              n.inputs.push_back(values[i % 3]);
+              continue;
+            }
+            n.inputs.push_back(live.front());
+            live.erase(live.begin());
+          }
+        }
+        live.push_back(n.output);
+        nodes.push_back(std::move(n));
+      }
+      return nodes;
+    }
     for (size_t i = 0; i < count; ++i) {
       NetworkNode n;
       n.op = pickOp(kind, i, i > 0 ? nodes.back().op : OpKind::Copy);
@@ -2446,6 +2633,9 @@ private:
       // A large network computes every element in the model too: one node.
       if (largeAdd_)
         c.nodes.resize(1);
+      else if (p_.nearTwinNetworkPercent &&
+               rng_.percent(p_.nearTwinNetworkPercent))
+        makeNearTwin(c);
       break;
     }
     case CommandKind::Run: {
@@ -2463,6 +2653,8 @@ private:
         break;
       }
       c.bindings = pickBindings(it->second, planned.has_value());
+      if (twinNet_ && c.target == *twinNet_ && !c.bindings.empty())
+        twinNet_.reset();
       // A large network runs once, then is evicted: each run costs
       // millions of elements.
       if (largeNet_ && c.target == *largeNet_ && !c.bindings.empty()) {
@@ -2690,6 +2882,10 @@ private:
   /// The content burst (contentBurstCommand): when it is due, and its
   /// commands still to come.
   std::optional<size_t> contentBurstAt_;
+  /// The network burst (networkBurstCommand): when it is due, and its
+  /// commands still to come.
+  std::optional<size_t> networkBurstAt_;
+  std::vector<Command> networkBurstPlan_;
   std::vector<Command> contentBurstPlan_;
   uint64_t pressureSize_ = 0;
   std::vector<std::string> pressureHeld_;
@@ -2729,6 +2925,10 @@ private:
   int faultWantedStepsLeft_ = 0;
   /// A run's network chosen by an earlier command (an evict, a large add).
   std::optional<std::string> runTarget_;
+  /// A near twin of a placed network (makeNearTwin) not run yet, and the
+  /// commands left in which to run it.
+  std::optional<std::string> twinNet_;
+  int twinStepsLeft_ = 0;
   /// A large network just added, whose run the next commands work towards,
   /// for a few steps; whether the add being drawn is a large one.
   std::optional<std::string> largeNet_;
@@ -2843,6 +3043,12 @@ ScenarioGenerator::generate(ChoiceSource &rng, size_t steps,
     for (DeviceSpec &d : s.devices)
       d.parameters.insert(profile_.raceWideningParameters.begin(),
                           profile_.raceWideningParameters.end());
+  if (!profile_.otherConfigurations.empty() && s.devices.size() > 1 &&
+      rng.percent(profile_.otherConfigurationPercent)) {
+    const auto &other = profile_.otherConfigurations[rng.below(
+        profile_.otherConfigurations.size())];
+    s.devices.back().parameters.insert(other.begin(), other.end());
+  }
   if (profile_.drawBudgets)
     for (DeviceSpec &d : s.devices)
       d.budget = drawBudget(rng, profile_.space);

@@ -258,6 +258,9 @@ std::vector<PropertyFamily> makeFamilies() {
                  // Every code a run or read-back may fail with, in turn.
                  p.faultCodes = {ErrorCode::DeviceError, ErrorCode::OutOfMemory,
                                  ErrorCode::DeviceLost};
+                 // A network now and then a near twin of one placed: a
+                 // backend's cache of compiled code must tell them apart.
+                 p.nearTwinNetworkPercent = 25;
                  return p;
                },
                {"run-leaves-outputs-resident", "ensure-outputs-brings-back",
@@ -362,6 +365,14 @@ std::vector<PropertyFamily> makeFamilies() {
                  // Twins on one device or on both: devices of one backend
                  // may share what they store.
                  p.contentTwinsPercent = 50;
+                 // The second device in another configuration of the
+                 // backend now and then: state the process shares between
+                 // devices (compiled code, pools) filled under one
+                 // configuration must not serve the other.
+                 p.otherConfigurationPercent = 30;
+                 // Networks now and then twins of one placed, on either
+                 // device (makeNearTwin).
+                 p.nearTwinNetworkPercent = 25;
                  return p;
                },
                {"cross-device-move-from-Device", "run-input-moved"},
@@ -455,6 +466,7 @@ std::vector<PropertyFamily> makeFamilies() {
          // case in four.
          p.writeAfterReadPercent = 25;
          p.freeBehindPendingPercent = 30;
+         p.nearTwinNetworkPercent = 25;
          return p;
        },
        {"run-issued-without-waiting", "run-joins-pending-run",
@@ -712,6 +724,8 @@ std::vector<PropertyFamily> makeFamilies() {
           // Hundreds of records of one content live at once, in half the
           // cases.
           p.contentBurstPercent = 50;
+          // Dozens of networks placed at once, in half the cases.
+          p.networkBurstPercent = 50;
           p.maxTensors = 16 + 3;
           // Host records are the ones a transfer allocates for.
           p.stateWeights = {8, 2, 2, 1, 1};
@@ -1286,6 +1300,29 @@ runPropertyInConfigurations(const PropertyFamily &family,
         if (unsupportedConfiguration(options.backend, with).empty())
           configured.raceWideningParameters[options.backend + ":" + p.name] =
               p.widensRacesWith;
+      }
+    // The backend's other configurations of these capabilities, for a
+    // device beside this configuration's (otherConfigurationPercent).
+    if (configured.otherConfigurationPercent)
+      for (size_t j = 0; j < configurations.size(); ++j) {
+        if (j == i)
+          continue;
+        auto other =
+            registry.capabilitiesFor(options.backend, configurations[j]);
+        if (!other) {
+          (void)other.takeError();
+          continue;
+        }
+        if (!(*other == *caps) ||
+            !unsupportedConfiguration(options.backend, configurations[j])
+                 .empty())
+          continue;
+        std::map<std::string, std::string> parameters;
+        for (const auto &[key, value] : configurations[j])
+          if (!configurations[i].count(key))
+            parameters[options.backend + ":" + key] = value;
+        if (!parameters.empty())
+          configured.otherConfigurations.push_back(std::move(parameters));
       }
     configured.defaultMaximumMemory = traits.maximumMemory;
     row.generator.emplace(configured, *caps);

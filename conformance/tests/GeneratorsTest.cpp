@@ -88,6 +88,140 @@ TEST(Generators, LongLivedCasesReuseASlotHundredsOfTimesAndHoldHundredsLive) {
   }
 }
 
+TEST(Generators, TheLastDeviceTakesAnotherConfigurationNowAndThen) {
+  // cross-device: in about three cases in ten the last device gets the
+  // parameters of one of the backend's other configurations.
+  GeneratorProfile profile = family("cross-device").profile();
+  ASSERT_GT(profile.otherConfigurationPercent, 0u);
+  profile.otherConfigurations = {{{"fake:alignment", "4096"}},
+                                 {{"fake:seed", "7"}}};
+  ScenarioGenerator generator(profile, fakeCapabilities());
+  size_t other = 0, firstTouched = 0;
+  const size_t seeds = 300;
+  for (uint64_t seed = 0; seed < seeds; ++seed) {
+    Scenario s = generator.generate(seed, 10);
+    ASSERT_GE(s.devices.size(), 2u);
+    auto has = [](const DeviceSpec &d) {
+      return d.parameters.count("fake:alignment") ||
+             d.parameters.count("fake:seed");
+    };
+    other += has(s.devices.back());
+    firstTouched += has(s.devices.front());
+  }
+  EXPECT_GT(other, seeds / 6);
+  EXPECT_LT(other, seeds / 2);
+  EXPECT_EQ(firstTouched, 0u);
+}
+
+TEST(Generators, LongLivedCasesPlaceDozensOfNetworksAtOnce) {
+  // In about half the cases: 17 or more networks placed at once, each run
+  // successfully after all are placed, then all evicted.
+  const PropertyFamily &longLived = family("long-lived");
+  ScenarioGenerator generator(longLived.profile(), fakeCapabilities());
+  const uint64_t seeds = 8;
+  size_t bursts = 0;
+  for (uint64_t seed = 0; seed < seeds; ++seed) {
+    Scenario s = generator.generate(seed, longLived.steps);
+    std::set<std::string> placed, runAfterMost;
+    size_t most = 0;
+    for (const Command &c : s.commands) {
+      if (c.kind == CommandKind::AddNetwork && c.expect == Outcome::ok())
+        placed.insert(c.target);
+      if (c.kind == CommandKind::EvictNetwork && c.expect == Outcome::ok())
+        placed.erase(c.target);
+      most = std::max(most, placed.size());
+      if (c.kind == CommandKind::Run && c.expect == Outcome::ok() &&
+          placed.size() >= 17)
+        runAfterMost.insert(c.target);
+    }
+    bursts += most >= 17 && runAfterMost.size() >= 17 && placed.size() < 4;
+  }
+  EXPECT_GE(bursts, seeds / 4);
+  EXPECT_LT(bursts, seeds);
+}
+
+TEST(Generators, NearTwinNetworksDifferInOneThingAndRun) {
+  // runs-and-outputs: networks added as a near twin of one placed on their
+  // device (the same nodes, kind and shape but for one factor, the kind or
+  // the shape), run afterwards; among them integer factors an f32 cannot
+  // tell apart (2^24 + 1 and 2^24).
+  const PropertyFamily &runs = family("runs-and-outputs");
+  ScenarioGenerator generator(runs.profile(), fakeCapabilities());
+  size_t twins = 0, run = 0, f32Twins = 0;
+  for (uint64_t seed = 0; seed < 400; ++seed) {
+    Scenario s = generator.generate(seed, 40);
+    std::map<std::string, const Command *> placed;
+    for (size_t i = 0; i < s.commands.size(); ++i) {
+      const Command &c = s.commands[i];
+      if (c.kind != CommandKind::AddNetwork || !(c.expect == Outcome::ok()))
+        continue;
+      for (const auto &[name, o] : placed) {
+        if (o->device != c.device || o->nodes.size() != c.nodes.size())
+          continue;
+        size_t differences = (o->elemKind != c.elemKind) + (o->dims != c.dims);
+        bool f32Twin = false;
+        for (size_t k = 0; k < c.nodes.size(); ++k) {
+          const NetworkNode &a = o->nodes[k], &b = c.nodes[k];
+          if (a.op != b.op || a.inputs != b.inputs || a.output != b.output)
+            differences += 2;
+          if (a.factor != b.factor) {
+            ++differences;
+            f32Twin = float(a.factor) == float(b.factor);
+          }
+        }
+        if (differences != 1)
+          continue;
+        ++twins;
+        f32Twins += f32Twin;
+        for (size_t j = i + 1; j < s.commands.size(); ++j)
+          if (s.commands[j].kind == CommandKind::Run &&
+              s.commands[j].target == c.target &&
+              s.commands[j].expect == Outcome::ok()) {
+            ++run;
+            break;
+          }
+        break;
+      }
+      placed[c.target] = &c;
+    }
+  }
+  EXPECT_GT(twins, 40u);
+  EXPECT_GT(run, twins / 2) << run << " of " << twins;
+  EXPECT_GE(f32Twins, 2u);
+}
+
+TEST(Generators, WideNetworksHoldADozenValuesLive) {
+  // Half the wide networks are trees: more than eight node outputs live at
+  // once (computed, not yet read by their last reader), in networks of 32
+  // or 33 placeholders.
+  const PropertyFamily &runs = family("runs-and-outputs");
+  ScenarioGenerator generator(runs.profile(), fakeCapabilities());
+  size_t wide = 0, manyLive = 0;
+  for (uint64_t seed = 0; seed < 400; ++seed) {
+    Scenario s = generator.generate(seed, 40);
+    for (const Command &c : s.commands) {
+      if (c.kind != CommandKind::AddNetwork || c.nodes.size() < 29)
+        continue;
+      ++wide;
+      std::map<std::string, size_t> lastUse;
+      for (size_t i = 0; i < c.nodes.size(); ++i)
+        for (const std::string &in : c.nodes[i].inputs)
+          lastUse[in] = i;
+      size_t most = 0;
+      for (size_t i = 0; i < c.nodes.size(); ++i) {
+        size_t live = 0;
+        for (size_t j = 0; j <= i; ++j)
+          live += lastUse.count(c.nodes[j].output) &&
+                  lastUse[c.nodes[j].output] > i;
+        most = std::max(most, live);
+      }
+      manyLive += most > 8;
+    }
+  }
+  EXPECT_GT(wide, 4u);
+  EXPECT_GT(manyLive, wide / 4) << manyLive << " of " << wide;
+}
+
 TEST(Generators, LongLivedCasesHoldHundredsOfRecordsOfOneContent) {
   // In about half the cases: 257 or more records of one type and one fill
   // resident on one device at once, a run writing one of them that

@@ -227,6 +227,23 @@ struct GeneratorProfile {
   /// after an operation issued without waiting meet it in flight
   /// (BackendParameter::holdsOperationsWith), "BACKEND:KEY" to value.
   std::map<std::string, std::string> slowDeviceParameters;
+  /// Percent of network adds (not large ones) that make a near twin of a
+  /// network placed: its nodes, kind and shape with one scale factor
+  /// changed (for a wide integer one, to the neighbour an f32 cannot tell
+  /// from it), else the kind, else the shape, or, of one on another device,
+  /// half the time nothing; run soon after. 0: none.
+  unsigned nearTwinNetworkPercent = 0;
+  /// Percent of scenarios of two or more devices whose last device gets
+  /// the parameters of one of otherConfigurations (drawn only where there
+  /// are some). 0: none.
+  unsigned otherConfigurationPercent = 0;
+  /// The parameters ("BACKEND:KEY" to value) of the backend's other tested
+  /// configurations of the same capabilities, less the keys the
+  /// configuration under test sets: a device made with them beside one of
+  /// the configuration under test shows process-wide state (a cache of
+  /// compiled code, a pool) that one configuration fills and another
+  /// reads.
+  std::vector<std::map<std::string, std::string>> otherConfigurations;
   /// Percent of scenarios whose devices get raceWideningParameters (drawn
   /// only where there are some). 0: none.
   unsigned raceWideningPercent = 0;
@@ -342,6 +359,14 @@ struct GeneratorProfile {
   /// frees the block while holders remain.
   unsigned contentBurstPercent = 0;
   std::pair<unsigned, unsigned> contentBurstRecords = {257, 300};
+  /// Percent of cases with allocation bursts that also hold a network
+  /// burst: networkBurstNetworks networks of one type whose scale factors
+  /// differ placed on the first device at once, each run as it is added
+  /// and again once all are placed (a backend whose cache of compiled code
+  /// holds fewer entries than the networks placed must not drop the code
+  /// of one still placed), then all evicted. 0: none.
+  unsigned networkBurstPercent = 0;
+  std::pair<unsigned, unsigned> networkBurstNetworks = {17, 40};
 };
 
 /// Gives half the networks (chosen by a hash of the network's name and
