@@ -41,7 +41,10 @@ namespace drt {
 using CompletionCallback = std::function<void(Error)>;
 
 /// One argument of a compiled run: the allocation and the byte offset of the
-/// placeholder's data in it (non-zero for views of a resident tensor).
+/// placeholder's data in it (non-zero for views of a resident tensor). Only
+/// an input can be a view at an offset: the framework refuses an output
+/// bound to part of a record, or to a record another argument shares, so
+/// an output's offset is 0 and its allocation is no other argument's.
 struct RunArgument {
   DeviceLocation location;
   uint64_t offsetBytes = 0;
@@ -193,6 +196,8 @@ protected:
   virtual void evictFunction(const std::string &name) = 0;
   /// Executes \p function with one argument per placeholder, in placeholder
   /// order, and calls \p done exactly once when its outputs are in place.
+  /// \p function stays valid until \p done is called, also when its network
+  /// is evicted meanwhile.
   virtual void execute(const Function &function,
                        std::vector<RunArgument> arguments,
                        CompletionCallback done) = 0;
@@ -201,7 +206,10 @@ protected:
   /// not at all: when this returns, the framework completes every operation
   /// still pending with DeviceLost, and ignores a callback that comes later.
   /// May run on a thread of the backend's own (a shutdown from inside a
-  /// completion callback): such a thread must not wait for itself.
+  /// completion callback): such a thread must not wait for itself. The
+  /// framework does not call evictFunction for the networks still placed:
+  /// what compileFunction prepared (compiled code a process shares between
+  /// devices included) is released here.
   virtual void shutdownBackend() = 0;
 
 private:

@@ -30,7 +30,10 @@ public:
   /// True when a device can DMA from and into the memory directly.
   virtual bool isPinned() const = 0;
   /// \p bytes (at least 1) of memory aligned to at least 64 bytes, or
-  /// OutOfMemory (or DeviceError) naming the size and describe().
+  /// OutOfMemory (or DeviceError) naming the size and describe(). The
+  /// bytes need not be zero: the framework fills a tensor's storage itself.
+  /// With host guards on (the conformance runner), a tensor's bytes start
+  /// HostGuardBytes into the block.
   virtual Expected<std::byte *> allocate(size_t bytes) = 0;
   /// Gives back \p data, which allocate(\p bytes) returned; called exactly
   /// once for each successful allocate.
