@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <set>
@@ -25,6 +26,17 @@ constexpr size_t FanInMostCommands = 2 + MaxBranches + 3 * MaxBranches;
 /// for the block to contend for its budget: each contending upload is at
 /// least that large.
 constexpr uint64_t MaxContendedBytes = uint64_t(1) << 20;
+
+/// True for an integer factor an f32 cannot hold exactly (past 2^24).
+bool wideForF32(double factor) { return std::fabs(factor) > 0x1p24; }
+
+/// Factors \p factors holds that an f32 cannot (wideForF32), in order.
+std::vector<double> wideForF32(const std::vector<double> &factors) {
+  std::vector<double> wide;
+  std::copy_if(factors.begin(), factors.end(), std::back_inserter(wide),
+               [](double f) { return wideForF32(f); });
+  return wide;
+}
 
 bool resident(const ModelRecord &r) {
   return r.state == ResidencyState::Device ||
@@ -1170,13 +1182,10 @@ private:
                                                                      : Signed64;
       // A third of the time one that an f32 cannot hold (near twins of
       // the network then differ from it past an f32's precision).
-      if (kind != ElemKind::UInt8 && rng_.percent(33)) {
-        std::vector<double> wide;
-        for (double f : factors)
-          if (std::fabs(f) > 0x1p24)
-            wide.push_back(f);
-        return rng_.pick(wide);
-      }
+      static const std::vector<double> Wide32 = wideForF32(Signed32),
+                                       Wide64 = wideForF32(Signed64);
+      if (kind != ElemKind::UInt8 && rng_.percent(33))
+        return rng_.pick(kind == ElemKind::Int32 ? Wide32 : Wide64);
       return rng_.pick(factors);
     }
     // Exact factors, and factors whose conversion rounds (semantics §7: to
@@ -1764,8 +1773,7 @@ private:
         readBack(names.back());
         readBack(rng_.pick(names));
         // Destroyed in an order drawn; one in sixteen read back first.
-        for (size_t i = names.size(); i > 1; --i)
-          std::swap(names[i - 1], names[rng_.below(i)]);
+        shuffle(names);
         for (const std::string &name : names) {
           if (rng_.percent(6))
             readBack(name);
@@ -1834,11 +1842,11 @@ private:
 
   /// Plans, after \p upload that a planned fault fails, an upload of a
   /// fresh pageable tensor of its type (of its record's bytes for a view)
-  /// and fill pattern of its own to the
-  /// same device, and its read-back: the failed upload's block is freed,
-  /// and an allocator hands it to the next upload of its size, so that
-  /// whatever the failure left behind in it (cache lines, staged chunks,
-  /// an entry keyed by the block) shows through the other tensor's bytes.
+  /// and fill pattern of its own to the same device, and its read-back:
+  /// the failed upload's block is freed, and an allocator hands it to the
+  /// next upload of its size, so that whatever the failure left behind in
+  /// it (cache lines, staged chunks, an entry keyed by the block) shows
+  /// through the other tensor's bytes.
   /// A retry of the same upload writes the same bytes and hides it.
   void planAfterFailedUpload(const Command &upload) {
     const ModelTensor *t = m_.tensor(upload.target);
@@ -1865,9 +1873,9 @@ private:
   /// changed, a scale factor (for an integer one an f32 cannot hold, the
   /// neighbour an f32 cannot tell from it), else the element kind, else
   /// the shape (of one on another device, half the time nothing); and runs
-  /// it soon. A backend that keys compiled
-  /// code by a lossy summary of a network (a factor as an f32, no kind)
-  /// runs the twin with the other's code.
+  /// it soon. A backend that keys compiled code by a lossy summary of a
+  /// network (a factor as an f32, no kind) runs the twin with the other's
+  /// code.
   void makeNearTwin(Command &add) {
     // Mostly one with an integer factor an f32 cannot hold, where one is
     // placed: few are.
@@ -1878,8 +1886,7 @@ private:
         if (!isFloatingPoint(network.elemKind) &&
             std::any_of(network.nodes.begin(), network.nodes.end(),
                         [](const NetworkNode &n) {
-                          return n.op == OpKind::Scale &&
-                                 std::fabs(n.factor) > 0x1p24;
+                          return n.op == OpKind::Scale && wideForF32(n.factor);
                         }))
           wide.push_back(&network);
       }
@@ -1904,20 +1911,18 @@ private:
       if (n.op == OpKind::Scale)
         scales.push_back(&n);
     if (!scales.empty()) {
-      auto narrow = [](const NetworkNode *n) {
-        return std::fabs(n->factor) <= 0x1p24;
-      };
-      if (!isFloatingPoint(add.elemKind) &&
-          !std::all_of(scales.begin(), scales.end(), narrow))
+      bool integer = !isFloatingPoint(add.elemKind);
+      auto narrow = [](const NetworkNode *n) { return !wideForF32(n->factor); };
+      if (integer && !std::all_of(scales.begin(), scales.end(), narrow))
         std::erase_if(scales, narrow);
       NetworkNode &n = *rng_.pick(scales);
       double before = n.factor;
-      for (double twin : {before - 1, before + 1})
-        if (!isFloatingPoint(add.elemKind) && std::fabs(before) > 0x1p24 &&
-            float(twin) == float(before) && twin != before &&
-            (add.elemKind == ElemKind::Int64 ||
-             (twin >= -0x1p31 && twin < 0x1p31)))
-          n.factor = twin;
+      if (integer && wideForF32(before))
+        for (double twin : {before - 1, before + 1})
+          if (float(twin) == float(before) && twin != before &&
+              (add.elemKind == ElemKind::Int64 ||
+               (twin >= -0x1p31 && twin < 0x1p31)))
+            n.factor = twin;
       for (int tries = 0; n.factor == before && tries < 4; ++tries)
         n.factor = pickFactor(add.elemKind);
     } else if (rng_.percent(50)) {
@@ -1976,8 +1981,7 @@ private:
           runAndReadBack(k);
           order.push_back(k);
         }
-        for (size_t i = order.size(); i > 1; --i)
-          std::swap(order[i - 1], order[rng_.below(i)]);
+        shuffle(order);
         for (unsigned k : order)
           runAndReadBack(k);
         for (unsigned k = 0; k < networks; ++k)
@@ -1990,6 +1994,12 @@ private:
       }
     }
     return takeFirst(networkBurstPlan_);
+  }
+
+  /// Puts \p items in an order drawn (Fisher-Yates).
+  template <typename T> void shuffle(std::vector<T> &items) {
+    for (size_t i = items.size(); i > 1; --i)
+      std::swap(items[i - 1], items[rng_.below(i)]);
   }
 
   /// A command of \p kind on tensor (or network) \p target and \p device.
